@@ -1,0 +1,3 @@
+module github.com/weft-mpi/weft
+
+go 1.26

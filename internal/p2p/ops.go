@@ -1,0 +1,293 @@
+package p2p
+
+import (
+	"runtime"
+	"slices"
+)
+
+// NullStatus is the status of an operation with ProcNull, or of a null or inactive request.
+var NullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
+// Send sends buf from rank me of c to rank dest and returns when buf may be reused.
+func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
+	if dest == ProcNull {
+		return nil
+	}
+	r := getReq()
+	queued, err := c.startSend(me, buf, dest, tag, mode, r, true)
+	if queued {
+		err = c.World.wait(r)
+	}
+	if r.Done() || !queued {
+		putReq(r)
+	}
+	return err
+}
+
+// Isend starts a send into the user's request r, which must be new or Reset.
+func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) error {
+	if dest == ProcNull {
+		r.complete(Status{}, nil)
+		return nil
+	}
+	queued, err := c.startSend(me, buf, dest, tag, mode, r, false)
+	if !queued {
+		r.complete(Status{}, err)
+	}
+	return err
+}
+
+// startSend takes a send as far as it goes without waiting: straight into a posted
+// receive (the sender, second to arrive, copies), into an eager or buffered copy, or
+// else onto the receiver's unexpected queue as r itself, for the receiver to copy
+// from buf and complete. It reports whether r was queued.
+func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Request, blocking bool) (bool, error) {
+	ep := c.Peers[dest]
+	k := key{c.Ctx, int32(me), int32(tag)}
+	var m *Request
+	if mode == Buffered {
+		var err error
+		if m, err = c.Peers[me].bufferedCopy(buf, k, dest); err != nil {
+			return false, err
+		}
+	}
+	ep.mu.Lock()
+	if rr := ep.takePosted(k); rr != nil {
+		ep.mu.Unlock()
+		if m != nil {
+			deliver(rr, m.buf, k)
+			c.World.release(m)
+		} else {
+			deliver(rr, buf, k)
+		}
+		return false, nil
+	}
+	if m == nil && mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit {
+		m = c.World.eagerCopy(buf, k, blocking)
+	}
+	if m != nil {
+		ep.queue(m)
+		ep.mu.Unlock()
+		if !blocking {
+			r.msg = m
+		}
+		return false, nil
+	}
+	r.kind, r.mode, r.key, r.buf = sendKind, mode, k, buf
+	ep.queue(r)
+	ep.mu.Unlock()
+	return true, nil
+}
+
+// deliver copies message data with envelope k into the posted receive r and completes it.
+func deliver(r *Request, data []byte, k key) {
+	n := copy(r.buf, data)
+	r.complete(Status{Source: int(k.src), Tag: int(k.tag), Bytes: n, Len: len(data)}, nil)
+}
+
+// receive copies the unexpected message m, already dequeued, into buf and lets go of m.
+func (wd *World) receive(m *Request, buf []byte) Status {
+	n := copy(buf, m.buf)
+	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Bytes: n, Len: len(m.buf)}
+	if m.kind == sendKind {
+		m.complete(Status{}, nil) // the sender may reuse its buffer: m is no longer ours
+	} else {
+		wd.release(m)
+	}
+	return st
+}
+
+// Recv receives into buf at rank me of c from src with tag (wildcards allowed).
+func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
+	if src == ProcNull {
+		return NullStatus, nil
+	}
+	r := getReq()
+	if !c.startRecv(me, buf, src, tag, r) {
+		st := r.status
+		putReq(r)
+		return st, nil
+	}
+	err := c.World.wait(r)
+	st := r.status
+	if r.Done() {
+		putReq(r)
+	}
+	return st, err
+}
+
+// Irecv starts a receive into the user's request r, which must be new or Reset.
+func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
+	if src == ProcNull {
+		r.complete(NullStatus, nil)
+		return
+	}
+	if !c.startRecv(me, buf, src, tag, r) {
+		r.ev.fire()
+	}
+}
+
+// startRecv takes the earliest matching unexpected message, leaving its status in r,
+// or else posts r. It reports whether r was posted.
+func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
+	ep := c.Peers[me]
+	pat := key{c.Ctx, int32(src), int32(tag)}
+	ep.mu.Lock()
+	if m := ep.findUnexpected(pat); m != nil {
+		ep.dequeue(m)
+		ep.mu.Unlock()
+		r.status = c.World.receive(m, buf)
+		return false
+	}
+	r.kind, r.key, r.buf = recvKind, pat, buf
+	ep.post(r)
+	ep.mu.Unlock()
+	return true
+}
+
+// Wait blocks until r completes and returns its error; on abort it returns ErrAborted.
+func (wd *World) Wait(r *Request) error { return wd.wait(r) }
+
+func (wd *World) wait(r *Request) error {
+	if wd.await(&r.ev) || r.Done() {
+		return r.err
+	}
+	return wd.abandon(r)
+}
+
+// abandon settles r after an abort: out of its queue if it still is, else (someone
+// matched it and is copying) until that copy is done. A send that a receiver took with
+// Mprobe is left to that receiver.
+func (wd *World) abandon(r *Request) error {
+	ep := r.ep
+	ep.mu.Lock()
+	if r.where != nowhere {
+		ep.dequeue(r)
+		ep.mu.Unlock()
+		r.complete(Status{}, ErrAborted)
+		return ErrAborted
+	}
+	probed := r.probed
+	ep.mu.Unlock()
+	if probed {
+		return ErrAborted
+	}
+	for !r.Done() {
+		runtime.Gosched()
+	}
+	return r.err
+}
+
+// WaitAny blocks until one of rs completes and returns its index.
+func (wd *World) WaitAny(rs []*Request) (int, error) {
+	done := func() int {
+		for i, r := range rs {
+			if r.Done() {
+				return i
+			}
+		}
+		return -1
+	}
+	if i := done(); i >= 0 {
+		return i, nil
+	}
+	if spinUntil(wd.cfg.Spin, func() bool { return done() >= 0 }) {
+		return done(), nil
+	}
+	evs := make([]*event, len(rs))
+	for i, r := range rs {
+		evs[i] = &r.ev
+	}
+	if wd.park(evs) {
+		return done(), nil
+	}
+	for _, r := range rs {
+		if !r.Done() {
+			wd.abandon(r)
+		}
+	}
+	return -1, ErrAborted
+}
+
+// Cancel withdraws r if no receive or send has matched it yet; Cancelled in its
+// status then says so. A send whose eager copy still waits at the receiver is
+// cancelled by withdrawing that copy.
+func (wd *World) Cancel(r *Request) {
+	if m := r.msg; m != nil {
+		if m.ep.withdraw(m) {
+			wd.release(m)
+			r.status.Cancelled = true
+		}
+		return
+	}
+	if r.ep != nil && r.ep.withdraw(r) {
+		r.complete(Status{Cancelled: true}, nil)
+	}
+}
+
+// Reset readies a completed request for another start (persistent requests).
+func (r *Request) Reset() {
+	r.op = op{}
+	r.ev.done.Store(false)
+	r.ev.w.Store(nil)
+}
+
+// Probe waits for a message matching (src, tag) at rank me and returns its status;
+// with take it also removes the message and returns it, for Mrecv (Mprobe).
+func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
+	ep := c.Peers[me]
+	pat := key{c.Ctx, int32(src), int32(tag)}
+	var w *waiter
+	for {
+		ep.mu.Lock()
+		if w != nil {
+			ep.probers = slices.DeleteFunc(ep.probers, func(x *waiter) bool { return x == w })
+		}
+		m, st := ep.peek(pat, take)
+		if m != nil {
+			ep.mu.Unlock()
+			if w != nil {
+				waiters.Put(w)
+			}
+			return m, st, nil
+		}
+		if w == nil {
+			w = waiters.Get().(*waiter)
+		}
+		ep.probers = append(ep.probers, w)
+		ep.mu.Unlock()
+		select {
+		case <-w.ch:
+		case <-c.World.abort:
+			ep.mu.Lock()
+			ep.probers = slices.DeleteFunc(ep.probers, func(x *waiter) bool { return x == w })
+			ep.mu.Unlock()
+			return nil, Status{}, ErrAborted
+		}
+	}
+}
+
+// Iprobe is Probe without waiting: m is nil when nothing matches.
+func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status) {
+	ep := c.Peers[me]
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.peek(key{c.Ctx, int32(src), int32(tag)}, take)
+}
+
+// peek finds the earliest unexpected message matching pat and, with take, removes it.
+// Caller holds ep.mu.
+func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
+	m := ep.findUnexpected(pat)
+	if m == nil {
+		return nil, Status{}
+	}
+	if take {
+		ep.dequeue(m)
+		m.probed = true
+	}
+	return m, Status{Source: int(m.key.src), Tag: int(m.key.tag), Bytes: len(m.buf), Len: len(m.buf)}
+}
+
+// Mrecv receives a message taken by Probe or Iprobe with take.
+func (wd *World) Mrecv(m *Request, buf []byte) Status { return wd.receive(m, buf) }

@@ -1,0 +1,191 @@
+package mpi
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/p2p"
+)
+
+// The wildcards and the null process, as in MPI.
+const (
+	AnySource = errs.AnySource // Recv, Probe: a message from any rank
+	AnyTag    = errs.AnyTag    // Recv, Probe: a message with any tag
+	ProcNull  = errs.ProcNull  // a rank that every send and receive to or from completes at once
+	TagUB     = 1<<31 - 1      // the largest tag
+	Undefined = -32766         // GetCount of a message that is not a whole number of elements; Waitany with no active request
+)
+
+// Comm is one rank's handle on a communicator: a group of ranks and a context that
+// keeps its messages apart from every other communicator's.
+type Comm struct {
+	core  *commCore
+	rank  int
+	freed atomic.Bool
+	dups  uint64 // Dup calls made by this rank on this communicator
+}
+
+// commCore is what all the ranks of a communicator share.
+type commCore struct {
+	p2p.Comm
+	job   *job
+	world bool
+
+	mu      sync.Mutex
+	pending map[uint64]*dupAgreement // Dups that some ranks have made and others not yet
+}
+
+// dupAgreement lets the k-th Dup of every rank return the same new communicator
+// without any message: the first rank to arrive makes it, the last one forgets it.
+type dupAgreement struct {
+	core *commCore
+	left int
+}
+
+// Rank returns the calling rank's number in c, from 0 to Size()-1.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in c.
+func (c *Comm) Size() int { return len(c.core.Peers) }
+
+// ThreadLevel returns the thread level provided to the job.
+func (c *Comm) ThreadLevel() ThreadLevel { return c.core.job.level }
+
+// String names the communicator and rank, for logs.
+func (c *Comm) String() string {
+	if c == nil {
+		return "Comm(nil)"
+	}
+	return fmt.Sprintf("Comm(ctx %d, rank %d of %d)", c.core.Ctx, c.rank, c.Size())
+}
+
+// check validates c itself and that the job still runs.
+func (c *Comm) check(op string) error {
+	if c == nil || c.core == nil {
+		return errs.New(errs.Comm, op, NoValue, "the communicator is nil")
+	}
+	if c.freed.Load() {
+		return errs.New(errs.Comm, op, c.rank, "the communicator was freed")
+	}
+	if cause := c.core.World.Cause(); cause != nil {
+		return c.abortError(cause, op, NoValue, NoValue)
+	}
+	return nil
+}
+
+// abortError describes, from this rank's point of view, an operation that the end of
+// the job interrupted.
+func (c *Comm) abortError(cause *Error, op string, peer, tag int) *Error {
+	return &Error{Class: cause.Class, Op: op, Rank: c.rank, Peer: peer, Tag: tag, Code: cause.Code, Detail: cause.Detail}
+}
+
+// failed turns an error from the engine into the error of op.
+func (c *Comm) failed(err error, op string, peer, tag int) error {
+	if err == p2p.ErrAborted {
+		return c.abortError(c.core.World.Cause(), op, peer, tag)
+	}
+	return err
+}
+
+// Dup returns a new communicator with the same ranks and a new context. Like MPI's,
+// it is collective: every rank of c calls it, in the same order as its other Dups.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.check("Dup"); err != nil {
+		return nil, err
+	}
+	core := c.core
+	seq := c.dups
+	c.dups++
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	a := core.pending[seq]
+	if a == nil {
+		if core.pending == nil {
+			core.pending = make(map[uint64]*dupAgreement)
+		}
+		a = &dupAgreement{left: c.Size(), core: &commCore{
+			Comm: p2p.Comm{Ctx: core.job.nextCtx.Add(1), Peers: core.Peers, World: core.World},
+			job:  core.job,
+		}}
+		core.pending[seq] = a
+	}
+	if a.left--; a.left == 0 {
+		delete(core.pending, seq)
+	}
+	return &Comm{core: a.core, rank: c.rank}, nil
+}
+
+// Free releases the calling rank's handle; using it afterwards is an ErrComm error.
+// The world communicator cannot be freed.
+func (c *Comm) Free() error {
+	if c == nil || c.core == nil {
+		return errs.New(errs.Comm, "Free", NoValue, "the communicator is nil")
+	}
+	if c.core.world {
+		return errs.New(errs.Comm, "Free", c.rank, "the world communicator cannot be freed")
+	}
+	if c.freed.Swap(true) {
+		return errs.New(errs.Comm, "Free", c.rank, "the communicator was already freed")
+	}
+	return nil
+}
+
+// Comparison is the result of Compare.
+type Comparison int
+
+// The results of Compare, as MPI's.
+const (
+	Ident     Comparison = iota // the same communicator
+	Congruent                   // the same ranks in the same order, another context
+	Similar                     // the same ranks in another order
+	Unequal                     // other ranks
+)
+
+// Compare compares two communicators as MPI_Comm_compare does.
+func Compare(a, b *Comm) (Comparison, error) {
+	if err := a.check("Compare"); err != nil {
+		return Unequal, err
+	}
+	if err := b.check("Compare"); err != nil {
+		return Unequal, err
+	}
+	if a.core == b.core {
+		return Ident, nil
+	}
+	pa, pb := a.core.Peers, b.core.Peers
+	if len(pa) != len(pb) {
+		return Unequal, nil
+	}
+	same, in := true, make(map[*p2p.Endpoint]bool, len(pa))
+	for i := range pa {
+		same = same && pa[i] == pb[i]
+		in[pa[i]] = true
+	}
+	if same {
+		return Congruent, nil
+	}
+	for _, p := range pb {
+		if !in[p] {
+			return Unequal, nil
+		}
+	}
+	return Similar, nil
+}
+
+// Abort ends the whole job: every rank's waiting and later operations return an
+// ErrAborted error carrying code, and Main exits with code. It returns that error.
+func (c *Comm) Abort(code int) error {
+	rank := NoValue
+	if c != nil {
+		rank = c.rank
+	}
+	cause := &Error{Class: errs.Aborted, Op: "Abort", Rank: NoValue, Peer: NoValue, Tag: NoValue, Code: code,
+		Detail: fmt.Sprintf("rank %d called Abort(%d)", rank, code)}
+	if c == nil || c.core == nil {
+		return errs.New(errs.Comm, "Abort", NoValue, "the communicator is nil")
+	}
+	c.core.World.Abort(cause)
+	return c.abortError(c.core.World.Cause(), "Abort", NoValue, NoValue)
+}

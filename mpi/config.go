@@ -1,0 +1,161 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/p2p"
+)
+
+// ThreadLevel is MPI's level of thread support.
+type ThreadLevel int
+
+// The thread levels, in increasing order.
+const (
+	ThreadSingle     ThreadLevel = iota // one goroutine per rank calls Weft
+	ThreadFunneled                      // only the rank's own goroutine calls Weft
+	ThreadSerialized                    // any goroutine, one at a time
+	ThreadMultiple                      // any goroutines, concurrently (the default)
+)
+
+func (l ThreadLevel) String() string {
+	switch l {
+	case ThreadSingle:
+		return "single"
+	case ThreadFunneled:
+		return "funneled"
+	case ThreadSerialized:
+		return "serialized"
+	case ThreadMultiple:
+		return "multiple"
+	}
+	return fmt.Sprintf("ThreadLevel(%d)", int(l))
+}
+
+// An Option adjusts a job started by Run or Main. Options win over environment variables.
+type Option func(*config)
+
+type config struct {
+	level ThreadLevel
+	p2p   p2p.Config
+}
+
+// WithThreadLevel requests a thread level. Weft provides every level, so the
+// provided level (Comm.ThreadLevel) is the requested one. The engine is the same at
+// every level: Multiple costs nothing extra.
+func WithThreadLevel(l ThreadLevel) Option { return func(c *config) { c.level = l } }
+
+// WithEagerLimit sets the largest standard send, in bytes, that is copied into the
+// pool when its receive is not posted yet, so that the sender returns at once.
+func WithEagerLimit(bytes int) Option { return func(c *config) { c.p2p.EagerLimit = bytes } }
+
+// WithPoolCap bounds the bytes that eager copies may hold in one process; past it a
+// standard send waits for its receiver instead.
+func WithPoolCap(bytes int64) Option { return func(c *config) { c.p2p.PoolCap = bytes } }
+
+// WithSpin sets how long a waiting rank polls before it parks its goroutine
+// (0: park at once).
+func WithSpin(d time.Duration) Option { return func(c *config) { c.p2p.Spin = d } }
+
+// Tunable describes one setting of Weft, for `weft info`.
+type Tunable struct {
+	Name    string // the Option that sets it
+	Env     string // the environment variable that sets it
+	Value   string // the value in force in this process (environment or default)
+	Default string
+	Doc     string
+}
+
+type tunable struct {
+	Tunable
+	apply func(c *config, v string) error
+}
+
+// Defaults of the tunables; docs/architecture.md explains how they were chosen.
+const (
+	DefaultEagerLimit = 16 << 10
+	DefaultPoolCap    = 64 << 20
+	DefaultSpin       = 20 * time.Microsecond
+)
+
+var tunables = []tunable{
+	{Tunable{Name: "WithEagerLimit", Env: "WEFT_EAGER_LIMIT", Default: strconv.Itoa(DefaultEagerLimit),
+		Doc: "bytes: largest standard send copied into the pool so the sender returns before its receive is posted"},
+		func(c *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("negative")
+			}
+			c.p2p.EagerLimit = n
+			return err
+		}},
+	{Tunable{Name: "WithPoolCap", Env: "WEFT_POOL_CAP", Default: strconv.Itoa(DefaultPoolCap),
+		Doc: "bytes: cap on what eager copies hold in one process; past it a standard send waits for its receiver"},
+		func(c *config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("negative")
+			}
+			c.p2p.PoolCap = n
+			return err
+		}},
+	{Tunable{Name: "WithSpin", Env: "WEFT_SPIN", Default: DefaultSpin.String(),
+		Doc: "duration: how long a waiting rank polls before parking its goroutine (0 parks at once)"},
+		func(c *config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err == nil && d < 0 {
+				err = fmt.Errorf("negative")
+			}
+			c.p2p.Spin = d
+			return err
+		}},
+	{Tunable{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple",
+		Doc: "single, funneled, serialized or multiple: the thread level requested"},
+		func(c *config, v string) error {
+			for l := ThreadSingle; l <= ThreadMultiple; l++ {
+				if l.String() == v {
+					c.level = l
+					return nil
+				}
+			}
+			return fmt.Errorf("want single, funneled, serialized or multiple")
+		}},
+}
+
+// Tunables lists every setting with the value in force in this process.
+func Tunables() []Tunable {
+	out := make([]Tunable, len(tunables))
+	for i, t := range tunables {
+		out[i] = t.Tunable
+		out[i].Value = t.Default
+		if v, ok := os.LookupEnv(t.Env); ok {
+			out[i].Value = v
+		}
+	}
+	return out
+}
+
+// newConfig applies defaults, then the environment, then opts.
+func newConfig(opts []Option) (config, error) {
+	c := config{level: ThreadMultiple, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	for _, t := range tunables {
+		if v, ok := os.LookupEnv(t.Env); ok {
+			if err := t.apply(&c, v); err != nil {
+				return c, errs.New(errs.Arg, "Run", errs.None, "%s=%q: %v", t.Env, v, err)
+			}
+		}
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.level < ThreadSingle || c.level > ThreadMultiple {
+		return c, errs.New(errs.Arg, "Run", errs.None, "thread level %d is not one of ThreadSingle..ThreadMultiple", int(c.level))
+	}
+	if c.p2p.EagerLimit < 0 || c.p2p.PoolCap < 0 || c.p2p.Spin < 0 {
+		return c, errs.New(errs.Arg, "Run", errs.None, "eager limit, pool cap and spin must not be negative")
+	}
+	return c, nil
+}

@@ -1,0 +1,428 @@
+package mpi
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/p2p"
+)
+
+// reqState is where a Request is in its life.
+type reqState uint8
+
+const (
+	active   reqState = iota // started, not yet completed by Wait or Test
+	inactive                 // persistent, not started (or completed)
+	consumed                 // non-persistent, completed by Wait or Test: MPI's MPI_REQUEST_NULL
+	freed                    // released by Free
+)
+
+// Request is a nonblocking or persistent operation. A nil *Request is MPI's null
+// request: waiting on it returns at once with an empty status.
+//
+// Waitall, Waitany, Waitsome, Testall, Testany and Testsome set the entries of their
+// slice that they complete to nil, as MPI sets them to MPI_REQUEST_NULL (persistent
+// requests stay, inactive). Using a completed non-persistent request through another
+// copy of the pointer is an ErrRequest error, as is using a freed one.
+type Request struct {
+	r          p2p.Request
+	c          *Comm
+	op         string
+	peer, tag  int
+	buf        []byte
+	mode       p2p.Mode
+	recv       bool
+	persistent bool
+	state      reqState
+	busy       atomic.Bool // held by the goroutine using the request
+}
+
+func newRequest(c *Comm, op string, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
+	r := &Request{c: c, op: op, buf: b, peer: peer, tag: tag, recv: recv, mode: mode, persistent: persistent}
+	if persistent {
+		r.state = inactive
+	}
+	return r
+}
+
+// start begins the operation in r.r.
+func (r *Request) start() error {
+	c := r.c
+	r.r.Reset()
+	r.state = active
+	if r.recv {
+		c.core.Irecv(c.rank, r.buf, r.peer, r.tag, &r.r)
+		return nil
+	}
+	if err := c.core.Isend(c.rank, r.buf, r.peer, r.tag, r.mode, &r.r); err != nil {
+		r.state = inactive
+		return c.failed(err, r.op, r.peer, r.tag)
+	}
+	return nil
+}
+
+func isend(c *Comm, op string, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
+	if err := c.checkDest(op, dest, tag); err != nil {
+		return nil, err
+	}
+	r := newRequest(c, op, b, dest, tag, false, mode, false)
+	if err := r.start(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func sendInit(c *Comm, op string, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
+	if err := c.checkDest(op, dest, tag); err != nil {
+		return nil, err
+	}
+	return newRequest(c, op, b, dest, tag, false, mode, true), nil
+}
+
+// Isend starts a standard send; buf must not change until the request completes.
+func Isend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend(c, "Isend", bytesOf(buf), dest, tag, p2p.Standard)
+}
+
+// Ibsend starts a buffered send (see Bsend).
+func Ibsend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend(c, "Ibsend", bytesOf(buf), dest, tag, p2p.Buffered)
+}
+
+// Issend starts a synchronous send: it completes once a receive has matched it.
+func Issend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend(c, "Issend", bytesOf(buf), dest, tag, p2p.Synchronous)
+}
+
+// Irsend starts a ready send (see Rsend).
+func Irsend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return isend(c, "Irsend", bytesOf(buf), dest, tag, p2p.Ready)
+}
+
+// Irecv starts a receive into buf.
+func Irecv[T Elem](c *Comm, buf []T, source, tag int) (*Request, error) {
+	if err := c.checkSource("Irecv", source, tag); err != nil {
+		return nil, err
+	}
+	r := newRequest(c, "Irecv", bytesOf(buf), source, tag, true, 0, false)
+	r.start()
+	return r, nil
+}
+
+// SendInit makes a persistent standard send of buf; each Start sends buf's contents.
+func SendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return sendInit(c, "SendInit", bytesOf(buf), dest, tag, p2p.Standard)
+}
+
+// BsendInit makes a persistent buffered send.
+func BsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return sendInit(c, "BsendInit", bytesOf(buf), dest, tag, p2p.Buffered)
+}
+
+// SsendInit makes a persistent synchronous send.
+func SsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return sendInit(c, "SsendInit", bytesOf(buf), dest, tag, p2p.Synchronous)
+}
+
+// RsendInit makes a persistent ready send.
+func RsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
+	return sendInit(c, "RsendInit", bytesOf(buf), dest, tag, p2p.Ready)
+}
+
+// RecvInit makes a persistent receive into buf.
+func RecvInit[T Elem](c *Comm, buf []T, source, tag int) (*Request, error) {
+	if err := c.checkSource("RecvInit", source, tag); err != nil {
+		return nil, err
+	}
+	return newRequest(c, "RecvInit", bytesOf(buf), source, tag, true, 0, true), nil
+}
+
+// acquire takes the request for one caller; MPI forbids two threads to use one
+// request at once, and Weft says so instead of misbehaving.
+func (r *Request) acquire(op string) error {
+	if !r.busy.CompareAndSwap(false, true) {
+		return errs.New(errs.Request, op, r.c.rank, "another goroutine is using this %s request", r.op)
+	}
+	var why string
+	switch r.state {
+	case freed:
+		why = "the %s request was freed"
+	case consumed:
+		why = "the %s request already completed (an earlier Wait or Test returned it, and MPI would have set it to MPI_REQUEST_NULL)"
+	default:
+		return nil
+	}
+	r.busy.Store(false)
+	return errs.New(errs.Request, op, r.c.rank, why, r.op)
+}
+
+func (r *Request) release() { r.busy.Store(false) }
+
+// finish turns the outcome of a completed operation into the caller's status and
+// error, and retires the request (inactive if persistent, else consumed). err, if not
+// nil, is why waiting stopped.
+func (r *Request) finish(err error) (Status, error) {
+	st, rerr := r.r.Result()
+	if err == nil {
+		err = rerr
+	}
+	var s Status
+	if r.recv {
+		s, err = r.c.received(st, err, r.op, r.peer, r.tag)
+	} else {
+		if err != nil {
+			err = r.c.failed(err, r.op, r.peer, r.tag)
+		}
+		s = Status{Source: r.peer, Tag: r.tag, Cancelled: st.Cancelled, Err: err}
+	}
+	if r.persistent {
+		r.state = inactive
+	} else {
+		r.state = consumed
+	}
+	return s, err
+}
+
+// Wait blocks until the operation completes and returns its status.
+func (r *Request) Wait() (Status, error) {
+	if r == nil {
+		return nullStatus, nil
+	}
+	if err := r.acquire("Wait"); err != nil {
+		return Status{}, err
+	}
+	defer r.release()
+	if r.state == inactive {
+		return nullStatus, nil
+	}
+	return r.finish(r.c.core.World.Wait(&r.r))
+}
+
+// Test reports whether the operation has completed, and if so its status, without blocking.
+func (r *Request) Test() (Status, bool, error) {
+	if r == nil {
+		return nullStatus, true, nil
+	}
+	if err := r.acquire("Test"); err != nil {
+		return Status{}, false, err
+	}
+	defer r.release()
+	if r.state == inactive {
+		return nullStatus, true, nil
+	}
+	if !r.r.Done() {
+		if r.c.core.World.Cause() == nil {
+			return Status{}, false, nil
+		}
+		st, err := r.finish(r.c.core.World.Wait(&r.r))
+		return st, true, err
+	}
+	st, err := r.finish(nil)
+	return st, true, err
+}
+
+// Cancel asks to cancel the operation; it succeeds when no receive (for a send) or no
+// message (for a receive) has matched it yet, and Status.Cancelled then says so.
+// The request must still be completed with Wait or Test.
+func (r *Request) Cancel() error {
+	if r == nil {
+		return errs.New(errs.Request, "Cancel", NoValue, "the request is nil (MPI_REQUEST_NULL)")
+	}
+	if err := r.acquire("Cancel"); err != nil {
+		return err
+	}
+	defer r.release()
+	if r.state != active {
+		return errs.New(errs.Request, "Cancel", r.c.rank, "the persistent %s request is not started", r.op)
+	}
+	r.c.core.World.Cancel(&r.r)
+	return nil
+}
+
+// Free releases the request. An operation in progress still completes (a send still
+// delivers), but nobody can wait for it any more.
+func (r *Request) Free() error {
+	if r == nil {
+		return errs.New(errs.Request, "Free", NoValue, "the request is nil (MPI_REQUEST_NULL)")
+	}
+	if err := r.acquire("Free"); err != nil {
+		return err
+	}
+	defer r.release()
+	r.state = freed
+	return nil
+}
+
+// Start starts a persistent request.
+func (r *Request) Start() error {
+	if r == nil {
+		return errs.New(errs.Request, "Start", NoValue, "the request is nil (MPI_REQUEST_NULL)")
+	}
+	if err := r.acquire("Start"); err != nil {
+		return err
+	}
+	defer r.release()
+	switch {
+	case !r.persistent:
+		return errs.New(errs.Request, "Start", r.c.rank, "%s made a non-persistent request; Start takes one from SendInit or RecvInit", r.op)
+	case r.state == active:
+		return errs.New(errs.Request, "Start", r.c.rank, "the persistent %s request is already active; Wait for it first", r.op)
+	}
+	if err := r.c.check("Start"); err != nil {
+		return err
+	}
+	return r.start()
+}
+
+// Startall starts every request in reqs.
+func Startall(reqs ...*Request) error {
+	var all []error
+	for _, r := range reqs {
+		if err := r.Start(); err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// retire sets reqs[i] to nil when Wait or Test consumed it.
+func retire(reqs []*Request, i int) {
+	if reqs[i] != nil && reqs[i].state == consumed {
+		reqs[i] = nil
+	}
+}
+
+// Waitall waits for every request and returns their statuses in order; the error
+// joins the failed operations' errors (each also in its Status.Err).
+func Waitall(reqs ...*Request) ([]Status, error) {
+	sts := make([]Status, len(reqs))
+	var all []error
+	for i, r := range reqs {
+		var err error
+		sts[i], err = r.Wait()
+		if err != nil {
+			sts[i].Err = err
+			all = append(all, err)
+		}
+		retire(reqs, i)
+	}
+	return sts, errors.Join(all...)
+}
+
+// Testall reports whether every request has completed; only then does it complete
+// them all and return their statuses.
+func Testall(reqs ...*Request) ([]Status, bool, error) {
+	for _, r := range reqs {
+		if r != nil && r.state == active && !r.r.Done() && r.c.core.World.Cause() == nil {
+			return nil, false, nil
+		}
+	}
+	sts, err := Waitall(reqs...)
+	return sts, true, err
+}
+
+// pending lists the indices of the active requests and takes each for this caller.
+func pending(op string, reqs []*Request) ([]int, error) {
+	var idx []int
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if err := r.acquire(op); err != nil {
+			for _, j := range idx {
+				reqs[j].release()
+			}
+			return nil, err
+		}
+		if r.state == active {
+			idx = append(idx, i)
+		} else {
+			r.release()
+		}
+	}
+	return idx, nil
+}
+
+// Waitany waits until one request completes and returns its index and status, or
+// Undefined when no request is active.
+func Waitany(reqs ...*Request) (int, Status, error) {
+	idx, err := pending("Waitany", reqs)
+	if err != nil || len(idx) == 0 {
+		return Undefined, nullStatus, err
+	}
+	prs := make([]*p2p.Request, len(idx))
+	for k, i := range idx {
+		prs[k] = &reqs[i].r
+	}
+	k, werr := reqs[idx[0]].c.core.World.WaitAny(prs)
+	if werr != nil {
+		k = 0
+	}
+	for kk, i := range idx {
+		if kk != k {
+			reqs[i].release()
+		}
+	}
+	i := idx[k]
+	st, err := reqs[i].finish(werr)
+	reqs[i].release()
+	retire(reqs, i)
+	return i, st, err
+}
+
+// Waitsome waits until at least one request completes and returns the indices and
+// statuses of all that have; it returns none when no request is active.
+func Waitsome(reqs ...*Request) ([]int, []Status, error) {
+	i, st, err := Waitany(reqs...)
+	if i == Undefined {
+		return nil, nil, err
+	}
+	idx, sts := []int{i}, []Status{st}
+	more, msts, merr := Testsome(reqs...)
+	return append(idx, more...), append(sts, msts...), errors.Join(err, merr)
+}
+
+// Testany returns the index and status of a completed request, if any; ok is also
+// true, with index Undefined, when no request is active.
+func Testany(reqs ...*Request) (index int, st Status, ok bool, err error) {
+	idx, err := pending("Testany", reqs)
+	if err != nil {
+		return Undefined, Status{}, false, err
+	}
+	index, ok = Undefined, len(idx) == 0
+	for _, i := range idx {
+		if !ok && reqs[i].r.Done() {
+			st, err = reqs[i].finish(nil)
+			index, ok = i, true
+		}
+		reqs[i].release()
+	}
+	if index != Undefined {
+		retire(reqs, index)
+	}
+	return index, st, ok, err
+}
+
+// Testsome returns the indices and statuses of every completed request, without blocking.
+func Testsome(reqs ...*Request) ([]int, []Status, error) {
+	idx, err := pending("Testsome", reqs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var done []int
+	var sts []Status
+	var all []error
+	for _, i := range idx {
+		if reqs[i].r.Done() {
+			st, err := reqs[i].finish(nil)
+			if err != nil {
+				all = append(all, err)
+			}
+			done, sts = append(done, i), append(sts, st)
+		}
+		reqs[i].release()
+		retire(reqs, i)
+	}
+	return done, sts, errors.Join(all...)
+}

@@ -1,0 +1,143 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/p2p"
+)
+
+// job is what the ranks of one Run share.
+type job struct {
+	world   *p2p.World
+	level   ThreadLevel
+	nextCtx atomic.Uint32 // context ids of new communicators
+}
+
+// Run runs fn as n ranks, each a goroutine with its own world communicator, and
+// returns when all have returned. The ranks' errors are joined, each naming its rank.
+// A rank that panics or returns an error ends the job as mpiexec would: every
+// operation still waiting, in any rank, returns an error naming the failed rank
+// (ErrProcFailed) instead of hanging.
+func Run(n int, fn func(*Comm) error, opts ...Option) error {
+	if n < 1 {
+		return errs.New(errs.Arg, "Run", errs.None, "%d ranks requested; want at least 1", n)
+	}
+	if fn == nil {
+		return errs.New(errs.Arg, "Run", errs.None, "the rank function is nil")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	j := &job{world: p2p.NewWorld(n, cfg.p2p), level: cfg.level}
+	world := &commCore{Comm: p2p.Comm{Peers: j.world.Endpoints, World: j.world}, job: j, world: true}
+	results := make([]error, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		go j.runRank(world, i, fn, &results[i], &wg)
+	}
+	wg.Wait()
+	return joinRanks(results)
+}
+
+func (j *job) runRank(world *commCore, rank int, fn func(*Comm) error, out *error, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			*out = &Error{Class: errs.Panic, Op: "rank function", Rank: rank, Peer: NoValue, Tag: NoValue,
+				Detail: fmt.Sprintf("%v\n%s", p, debug.Stack())}
+			j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue,
+				Detail: fmt.Sprintf("rank %d panicked: %v", rank, p)})
+		}
+	}()
+	err := fn(&Comm{core: world, rank: rank})
+	if err != nil {
+		*out = err
+		j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue,
+			Detail: fmt.Sprintf("rank %d returned an error: %v", rank, err)})
+	}
+}
+
+// joinRanks joins the ranks' errors in rank order, prefixing those that do not
+// already name their rank.
+func joinRanks(results []error) error {
+	var all []error
+	for rank, err := range results {
+		if err == nil {
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Rank != rank {
+			err = fmt.Errorf("rank %d: %w", rank, err)
+		}
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// Main runs fn as the ranks of a program and exits: with status 0 when every rank
+// returns nil, else with the errors on stderr and status 1 (or the code given to Abort).
+// The number of ranks is the -np N flag (removed from os.Args so that the program's
+// own flag parsing never sees it), else WEFT_NP, else runtime.NumCPU().
+func Main(fn func(*Comm) error, opts ...Option) {
+	np, err := takeNP()
+	if err == nil {
+		err = Run(np, fn, opts...)
+	}
+	if err == nil {
+		os.Exit(0)
+	}
+	fmt.Fprintln(os.Stderr, err)
+	code := 1
+	var e *Error
+	if errors.As(err, &e) && e.Class == errs.Aborted && e.Code != 0 {
+		code = e.Code
+	}
+	os.Exit(code)
+}
+
+// takeNP finds and removes -np N (or -np=N, --np) in os.Args.
+func takeNP() (int, error) {
+	args := os.Args
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "np" {
+			continue
+		}
+		drop := 1
+		if !hasVal {
+			if i+1 >= len(args) {
+				return 0, errs.New(errs.Arg, "Main", errs.None, "flag -np needs a value")
+			}
+			val, drop = args[i+1], 2
+		}
+		os.Args = append(args[:i:i], args[i+drop:]...)
+		return parseNP("-np", val)
+	}
+	if v, ok := os.LookupEnv("WEFT_NP"); ok {
+		return parseNP("WEFT_NP", v)
+	}
+	return runtime.NumCPU(), nil
+}
+
+func parseNP(from, v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, errs.New(errs.Arg, "Main", errs.None, "%s %q: want a positive number of ranks", from, v)
+	}
+	return n, nil
+}
