@@ -189,3 +189,6 @@ func (c *Comm) Abort(code int) error {
 	c.core.World.Abort(cause)
 	return c.abortError(c.core.World.Cause(), "Abort", NoValue, NoValue)
 }
+
+// self is the calling rank's endpoint.
+func (c *Comm) self() *p2p.Endpoint { return c.core.Peers[c.rank] }

@@ -140,11 +140,11 @@ func sendrecv(c *Comm, op string, sb []byte, dest, sendtag int, rb []byte, sourc
 	var r p2p.Request
 	c.core.Irecv(c.rank, rb, source, recvtag, &r)
 	if err := c.core.Send(c.rank, sb, dest, sendtag, p2p.Standard); err != nil {
-		c.core.World.Cancel(&r)
-		c.core.World.Wait(&r)
+		p2p.Cancel(&r)
+		c.self().Wait(&r)
 		return Status{}, c.failed(err, op, dest, sendtag)
 	}
-	err := c.core.World.Wait(&r)
+	err := c.self().Wait(&r)
 	st, _ := r.Result()
 	return c.received(st, err, op, source, recvtag)
 }

@@ -89,7 +89,7 @@ func Mrecv[T Elem](msg *Message, buf []T) (Status, error) {
 	if msg.m == nil {
 		return nullStatus, nil
 	}
-	st := c.core.World.Mrecv(msg.m, bytesOf(buf))
+	st := p2p.Mrecv(msg.m, bytesOf(buf))
 	return c.received(st, nil, "Mrecv", st.Source, st.Tag)
 }
 
@@ -99,7 +99,7 @@ func (c *Comm) AttachBuffer(buf []byte) error {
 	if err := c.check("AttachBuffer"); err != nil {
 		return err
 	}
-	return c.named(c.core.Peers[c.rank].Attach(buf))
+	return c.named(c.self().Attach(buf))
 }
 
 // DetachBuffer waits until every buffered message has been received, then detaches
@@ -108,7 +108,7 @@ func (c *Comm) DetachBuffer() ([]byte, error) {
 	if err := c.check("DetachBuffer"); err != nil {
 		return nil, err
 	}
-	b, err := c.core.Peers[c.rank].Detach()
+	b, err := c.self().Detach()
 	if err != nil {
 		return nil, c.named(c.failed(err, "DetachBuffer", NoValue, NoValue))
 	}

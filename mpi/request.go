@@ -196,7 +196,7 @@ func (r *Request) Wait() (Status, error) {
 	if r.state == inactive {
 		return nullStatus, nil
 	}
-	return r.finish(r.c.core.World.Wait(&r.r))
+	return r.finish(r.c.self().Wait(&r.r))
 }
 
 // Test reports whether the operation has completed, and if so its status, without blocking.
@@ -215,7 +215,7 @@ func (r *Request) Test() (Status, bool, error) {
 		if r.c.core.World.Cause() == nil {
 			return Status{}, false, nil
 		}
-		st, err := r.finish(r.c.core.World.Wait(&r.r))
+		st, err := r.finish(r.c.self().Wait(&r.r))
 		return st, true, err
 	}
 	st, err := r.finish(nil)
@@ -236,7 +236,7 @@ func (r *Request) Cancel() error {
 	if r.state != active {
 		return errs.New(errs.Request, "Cancel", r.c.rank, "the persistent %s request is not started", r.op)
 	}
-	r.c.core.World.Cancel(&r.r)
+	p2p.Cancel(&r.r)
 	return nil
 }
 
@@ -355,7 +355,7 @@ func Waitany(reqs ...*Request) (int, Status, error) {
 	for k, i := range idx {
 		prs[k] = &reqs[i].r
 	}
-	k, werr := reqs[idx[0]].c.core.World.WaitAny(prs)
+	k, werr := reqs[idx[0]].c.self().WaitAny(prs)
 	if werr != nil {
 		k = 0
 	}

@@ -16,9 +16,9 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	r := getReq()
 	queued, err := c.startSend(me, buf, dest, tag, mode, r, true)
 	if queued {
-		err = c.World.wait(r)
+		err = c.Peers[me].Wait(r)
 	}
-	if r.Done() || !queued {
+	if !queued || r.Done() {
 		putReq(r)
 	}
 	return err
@@ -56,14 +56,14 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 		ep.mu.Unlock()
 		if m != nil {
 			deliver(rr, m.buf, k)
-			c.World.release(m)
+			m.bseg.free(m.boff)
 		} else {
 			deliver(rr, buf, k)
 		}
 		return false, nil
 	}
 	if m == nil && mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit {
-		m = c.World.eagerCopy(buf, k, blocking)
+		m = ep.eagerCopy(buf, k, blocking)
 	}
 	if m != nil {
 		ep.queue(m)
@@ -85,15 +85,21 @@ func deliver(r *Request, data []byte, k key) {
 	r.complete(Status{Source: int(k.src), Tag: int(k.tag), Bytes: n, Len: len(data)}, nil)
 }
 
-// receive copies the unexpected message m, already dequeued, into buf and lets go of m.
-func (wd *World) receive(m *Request, buf []byte) Status {
-	n := copy(buf, m.buf)
-	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Bytes: n, Len: len(m.buf)}
-	if m.kind == sendKind {
-		m.complete(Status{}, nil) // the sender may reuse its buffer: m is no longer ours
-	} else {
-		wd.release(m)
+// take receives the unexpected message m into buf: an eager or buffered copy there
+// and then, under ep.mu which the caller holds and take releases; a send still in its
+// sender's buffer after releasing ep.mu, completing that send.
+func (ep *Endpoint) take(m *Request, buf []byte) Status {
+	ep.dequeue(m)
+	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Len: len(m.buf)}
+	if m.kind != sendKind {
+		st.Bytes = copy(buf, m.buf)
+		ep.release(m)
+		ep.mu.Unlock()
+		return st
 	}
+	ep.mu.Unlock()
+	st.Bytes = copy(buf, m.buf)
+	m.complete(Status{}, nil) // the sender may reuse its buffer: m is no longer ours
 	return st
 }
 
@@ -108,7 +114,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 		putReq(r)
 		return st, nil
 	}
-	err := c.World.wait(r)
+	err := c.Peers[me].Wait(r)
 	st := r.status
 	if r.Done() {
 		putReq(r)
@@ -127,16 +133,14 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 	}
 }
 
-// startRecv takes the earliest matching unexpected message, leaving its status in r,
-// or else posts r. It reports whether r was posted.
+// startRecv receives the earliest matching unexpected message, leaving its status in
+// r, or else posts r. It reports whether r was posted.
 func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
-	if m := ep.findUnexpected(pat); m != nil {
-		ep.dequeue(m)
-		ep.mu.Unlock()
-		r.status = c.World.receive(m, buf)
+	if m := ep.unexp.match(pat); m != nil {
+		r.status = ep.take(m, buf)
 		return false
 	}
 	r.kind, r.key, r.buf = recvKind, pat, buf
@@ -145,20 +149,19 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
 	return true
 }
 
-// Wait blocks until r completes and returns its error; on abort it returns ErrAborted.
-func (wd *World) Wait(r *Request) error { return wd.wait(r) }
-
-func (wd *World) wait(r *Request) error {
-	if wd.await(&r.ev) || r.Done() {
+// Wait blocks a rank of ep until r completes and returns its error; on abort it
+// returns ErrAborted.
+func (ep *Endpoint) Wait(r *Request) error {
+	if ep.await(&r.ev) || r.Done() {
 		return r.err
 	}
-	return wd.abandon(r)
+	return abandon(r)
 }
 
 // abandon settles r after an abort: out of its queue if it still is, else (someone
-// matched it and is copying) until that copy is done. A send that a receiver took with
+// matched it and is copying) once that copy is done. A send that a receiver took with
 // Mprobe is left to that receiver.
-func (wd *World) abandon(r *Request) error {
+func abandon(r *Request) error {
 	ep := r.ep
 	ep.mu.Lock()
 	if r.where != nowhere {
@@ -178,8 +181,8 @@ func (wd *World) abandon(r *Request) error {
 	return r.err
 }
 
-// WaitAny blocks until one of rs completes and returns its index.
-func (wd *World) WaitAny(rs []*Request) (int, error) {
+// WaitAny blocks a rank of ep until one of rs completes and returns its index.
+func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 	done := func() int {
 		for i, r := range rs {
 			if r.Done() {
@@ -188,22 +191,19 @@ func (wd *World) WaitAny(rs []*Request) (int, error) {
 		}
 		return -1
 	}
-	if i := done(); i >= 0 {
-		return i, nil
-	}
-	if spinUntil(wd.cfg.Spin, func() bool { return done() >= 0 }) {
+	if i := done(); i >= 0 || ep.spinFor(func() bool { return done() >= 0 }) {
 		return done(), nil
 	}
 	evs := make([]*event, len(rs))
 	for i, r := range rs {
 		evs[i] = &r.ev
 	}
-	if wd.park(evs) {
+	if ep.World.park(evs) {
 		return done(), nil
 	}
 	for _, r := range rs {
 		if !r.Done() {
-			wd.abandon(r)
+			abandon(r)
 		}
 	}
 	return -1, ErrAborted
@@ -212,12 +212,16 @@ func (wd *World) WaitAny(rs []*Request) (int, error) {
 // Cancel withdraws r if no receive or send has matched it yet; Cancelled in its
 // status then says so. A send whose eager copy still waits at the receiver is
 // cancelled by withdrawing that copy.
-func (wd *World) Cancel(r *Request) {
+func Cancel(r *Request) {
 	if m := r.msg; m != nil {
-		if m.ep.withdraw(m) {
-			wd.release(m)
+		ep := m.ep
+		ep.mu.Lock()
+		if m.where != nowhere {
+			ep.dequeue(m)
+			ep.release(m)
 			r.status.Cancelled = true
 		}
+		ep.mu.Unlock()
 		return
 	}
 	if r.ep != nil && r.ep.withdraw(r) {
@@ -237,31 +241,25 @@ func (r *Request) Reset() {
 func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
-	var w *waiter
+	w := waiters.Get().(*waiter)
+	defer waiters.Put(w)
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
 	for {
-		ep.mu.Lock()
-		if w != nil {
-			ep.probers = slices.DeleteFunc(ep.probers, func(x *waiter) bool { return x == w })
-		}
-		m, st := ep.peek(pat, take)
-		if m != nil {
-			ep.mu.Unlock()
-			if w != nil {
-				waiters.Put(w)
-			}
+		if m, st := ep.peek(pat, take); m != nil {
 			return m, st, nil
 		}
-		if w == nil {
-			w = waiters.Get().(*waiter)
-		}
-		ep.probers = append(ep.probers, w)
+		ep.probes = append(ep.probes, w)
 		ep.mu.Unlock()
+		var aborted bool
 		select {
 		case <-w.ch:
 		case <-c.World.abort:
-			ep.mu.Lock()
-			ep.probers = slices.DeleteFunc(ep.probers, func(x *waiter) bool { return x == w })
-			ep.mu.Unlock()
+			aborted = true
+		}
+		ep.mu.Lock()
+		ep.probes = slices.DeleteFunc(ep.probes, func(x *waiter) bool { return x == w })
+		if aborted {
 			return nil, Status{}, ErrAborted
 		}
 	}
@@ -278,7 +276,7 @@ func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status) {
 // peek finds the earliest unexpected message matching pat and, with take, removes it.
 // Caller holds ep.mu.
 func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
-	m := ep.findUnexpected(pat)
+	m := ep.unexp.match(pat)
 	if m == nil {
 		return nil, Status{}
 	}
@@ -290,4 +288,7 @@ func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
 }
 
 // Mrecv receives a message taken by Probe or Iprobe with take.
-func (wd *World) Mrecv(m *Request, buf []byte) Status { return wd.receive(m, buf) }
+func Mrecv(m *Request, buf []byte) Status {
+	m.ep.mu.Lock()
+	return m.ep.take(m, buf)
+}

@@ -38,27 +38,36 @@ func (e *event) fire() {
 
 func (e *event) fired() bool { return e.done.Load() }
 
-// spinCheck is how many polls run between clock reads and yields while spinning.
+// spinCheck is how many polls run between clock reads while spinning.
 const spinCheck = 64
 
-// spinUntil polls cond for at most d, yielding the processor now and then so that a
-// spinning rank never starves a runnable one on the same P. It reports whether cond held.
+// yieldEvery is how long a spinner polls before it yields its processor once. A
+// spinner may share its P with the very goroutine it waits for (a wake-up puts the
+// woken goroutine on the waker's P); yielding lets that one run, and lets the
+// scheduler move the spinner to an idle P, after which hand-offs are pure spins.
+const yieldEvery = time.Microsecond
+
+// spinUntil polls cond for at most d and reports whether it came true.
 func spinUntil(d time.Duration, cond func() bool) bool {
 	if d <= 0 {
-		return cond()
+		return false
 	}
-	var start time.Time
+	start := time.Now()
+	yielded := start
 	for i := 1; ; i++ {
 		if cond() {
 			return true
 		}
-		if i%spinCheck == 0 {
-			if start.IsZero() {
-				start = time.Now()
-			} else if time.Since(start) > d {
-				return false
-			}
+		if i%spinCheck != 0 {
+			continue
+		}
+		now := time.Now()
+		if now.Sub(start) > d {
+			return false
+		}
+		if now.Sub(yielded) > yieldEvery {
 			runtime.Gosched()
+			yielded = time.Now()
 		}
 	}
 }
@@ -93,11 +102,33 @@ loop:
 	return ok
 }
 
-// await waits for one event: a short spin, then parking. It returns false on abort.
-func (wd *World) await(e *event) bool {
-	if e.fired() || spinUntil(wd.cfg.Spin, e.fired) {
+// spinFor polls cond within the endpoint's spin budget, which adapts: it doubles (up
+// to the configured spin) when spinning succeeds and halves when the wait ends up
+// parked anyway, so that a rank that shares its core with others soon stops spinning.
+func (ep *Endpoint) spinFor(cond func() bool) bool {
+	limit := ep.World.cfg.Spin
+	if limit <= 0 {
+		return false
+	}
+	budget := time.Duration(ep.spin.Load())
+	if spinUntil(budget, cond) {
+		if budget < limit {
+			ep.spin.Store(int64(min(2*budget, limit)))
+		}
+		return true
+	}
+	if floor := min(spinFloor, limit); budget > floor {
+		ep.spin.Store(int64(max(budget/2, floor)))
+	}
+	return false
+}
+
+// await waits for one event on behalf of a rank of ep: a spin, then parking.
+// It returns false on abort.
+func (ep *Endpoint) await(e *event) bool {
+	if e.fired() || ep.spinFor(e.fired) {
 		return true
 	}
 	evs := [1]*event{e}
-	return wd.park(evs[:])
+	return ep.World.park(evs[:])
 }

@@ -36,8 +36,8 @@ const envelopeCharge = 64
 // World is the set of ranks in this process and what they share.
 type World struct {
 	cfg       Config
-	Endpoints []*Endpoint // by world rank
-	pooled    atomic.Int64
+	Endpoints []*Endpoint   // by world rank
+	pooled    atomic.Int64  // pool credit handed out to endpoints
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
 }
@@ -47,10 +47,8 @@ func NewWorld(n int, cfg Config) *World {
 	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{})}
 	eps := make([]Endpoint, n)
 	for i := range eps {
-		ep := &eps[i]
-		ep.World, ep.Rank = wd, i
-		ep.wild.i, ep.arrived.i = 1, 1
-		wd.Endpoints[i] = ep
+		eps[i].init(wd, i)
+		wd.Endpoints[i] = &eps[i]
 	}
 	return wd
 }
@@ -69,43 +67,8 @@ func (wd *World) Abort(cause *errs.Error) {
 // Cause returns why the job was aborted, or nil.
 func (wd *World) Cause() *errs.Error { return wd.cause.Load() }
 
-// Pooled returns the bytes the pool holds now.
+// Pooled returns the pool credit the endpoints hold now.
 func (wd *World) Pooled() int64 { return wd.pooled.Load() }
-
-// eagerCopy copies buf into a pool-charged message, or returns nil when the pool is full.
-// pooled messages are recycled on receipt; the others may still be referenced by a
-// user's request, for Cancel.
-func (wd *World) eagerCopy(buf []byte, k key, pooled bool) *Request {
-	charge := int64(len(buf)) + envelopeCharge
-	if wd.pooled.Add(charge) > wd.cfg.PoolCap {
-		wd.pooled.Add(-charge)
-		return nil
-	}
-	var m *Request
-	if pooled {
-		m = getReq()
-	} else {
-		m = new(Request)
-	}
-	if cap(m.store) < len(buf) {
-		m.store = make([]byte, len(buf))
-	}
-	m.buf = m.store[:len(buf)]
-	copy(m.buf, buf)
-	m.kind, m.key, m.charge, m.pooled = eagerKind, k, charge, pooled
-	return m
-}
-
-// release frees what a received or cancelled eager message held.
-func (wd *World) release(m *Request) {
-	wd.pooled.Add(-m.charge)
-	if m.bseg != nil {
-		m.bseg.free(m.boff)
-	}
-	if m.pooled {
-		putReq(m)
-	}
-}
 
 // Comm is a communicator as the engine sees it: a context and the endpoints of its ranks.
 type Comm struct {
@@ -113,4 +76,3 @@ type Comm struct {
 	Peers []*Endpoint // by rank in the communicator
 	World *World
 }
-

@@ -1,0 +1,92 @@
+// Command weft is Weft's one command line tool. Today it describes this build
+// (weft info); running multi-process jobs and the benchmark suite join it later.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"text/tabwriter"
+
+	"github.com/weft-mpi/weft/mpi"
+)
+
+const usage = `weft: MPI for Go, every rank a goroutine.
+
+Usage:
+  weft info       print the version, build, thread levels, transports and every tunable
+  weft version    print the version
+  weft help       print this help
+
+A Weft program needs no launcher: "go run ./examples/ring -np 8" runs 8 ranks as
+goroutines of one process. Tunables are set by environment variables (see weft info)
+or by options to mpi.Run.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "info":
+		info(stdout)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, mpi.LibraryVersion())
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "weft: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	return 0
+}
+
+func info(w io.Writer) {
+	major, minor := mpi.Version()
+	fmt.Fprintf(w, "version:       %s\n", mpi.LibraryVersion())
+	fmt.Fprintf(w, "MPI standard:  %d.%d (point-to-point and environment chapters)\n", major, minor)
+	fmt.Fprintf(w, "build:         %s\n", build())
+	fmt.Fprintf(w, "cpus:          %d (GOMAXPROCS %d)\n", runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "thread levels: %s, %s, %s, %s (default %s; every level is provided)\n",
+		mpi.ThreadSingle, mpi.ThreadFunneled, mpi.ThreadSerialized, mpi.ThreadMultiple, mpi.ThreadMultiple)
+	fmt.Fprintf(w, "transports:    self (ranks of one process: one copy, sender buffer to receiver buffer)\n")
+	fmt.Fprintf(w, "\ntunables (environment variable, option, value in force, default):\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	for _, t := range mpi.Tunables() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", t.Env, t.Name, t.Value, t.Default, t.Doc)
+	}
+	fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", "WEFT_NP", "-np N", envOr("WEFT_NP", "(NumCPU)"), "NumCPU", "ranks started by mpi.Main when -np is absent")
+	tw.Flush()
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// build describes the toolchain and, when known, the commit this binary was built from.
+func build() string {
+	s := runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return s
+	}
+	for _, kv := range bi.Settings {
+		if kv.Key == "vcs.revision" {
+			s += ", commit " + kv.Value
+		}
+		if kv.Key == "vcs.modified" && kv.Value == "true" {
+			s += " (modified)"
+		}
+	}
+	return s
+}

@@ -1,0 +1,169 @@
+package p2p
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestQueueMatchesScanAtEverySize checks that the indexed queue answers exactly as a
+// plain scan in arrival order would, while it grows past indexAt and shrinks to zero.
+func TestQueueMatchesScanAtEverySize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := newQueue()
+	var all []*Request // arrival order, the reference
+	pats := []key{{0, 1, 2}, {0, AnySource, 2}, {0, 1, AnyTag}, {0, AnySource, AnyTag}, {1, 1, 2}, {0, 3, 0}}
+	check := func() {
+		t.Helper()
+		for _, pat := range pats {
+			var want *Request
+			for _, r := range all {
+				if matches(pat, r.key) {
+					want = r
+					break
+				}
+			}
+			if got := q.match(pat); got != want {
+				t.Fatalf("n=%d pattern %+v: got %p want %p", len(all), pat, got, want)
+			}
+		}
+		if q.n != len(all) || (q.index != nil) != (q.n > 0 && q.index != nil) {
+			t.Fatalf("count %d, want %d", q.n, len(all))
+		}
+	}
+	for step := 0; step < 4000; step++ {
+		grow := step < 2000
+		if len(all) == 0 || (grow && rng.IntN(3) > 0) || (!grow && rng.IntN(3) == 0) {
+			r := &Request{op: op{key: key{uint32(rng.IntN(2)), int32(rng.IntN(4)), int32(rng.IntN(3))}}}
+			q.push(r)
+			all = append(all, r)
+		} else {
+			i := rng.IntN(len(all))
+			q.remove(all[i])
+			all = append(all[:i], all[i+1:]...)
+		}
+		check()
+	}
+	for len(all) > 0 {
+		q.remove(all[0])
+		all = all[1:]
+		check()
+	}
+	if q.index != nil {
+		t.Fatal("an empty queue keeps its index")
+	}
+}
+
+func TestTakePostedPrefersEarlierWildcard(t *testing.T) {
+	wd := NewWorld(1, Config{EagerLimit: 16, PoolCap: 1 << 20})
+	ep := wd.Endpoints[0]
+	wild := &Request{op: op{key: key{0, AnySource, 5}}}
+	exact := &Request{op: op{key: key{0, 2, 5}}}
+	later := &Request{op: op{key: key{0, AnySource, AnyTag}}}
+	ep.post(wild)
+	ep.post(exact)
+	ep.post(later)
+	k := key{0, 2, 5}
+	for _, want := range []*Request{wild, exact, later} {
+		if got := ep.takePosted(k); got != want {
+			t.Fatalf("takePosted: got %+v want %+v", got.key, want.key)
+		}
+	}
+	if ep.takePosted(k) != nil {
+		t.Fatal("an empty engine matched")
+	}
+}
+
+// TestPoolCreditReturns checks that pool credit taken in chunks goes back to the
+// process once the messages are received, and that the cap holds.
+func TestPoolCreditReturns(t *testing.T) {
+	const capacity = 3 * creditChunk
+	wd := NewWorld(3, Config{EagerLimit: 1 << 20, PoolCap: capacity})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	big := make([]byte, creditChunk)
+	sent := 0
+	for ; sent < 10; sent++ {
+		r := new(Request)
+		queued, err := c.startSend(0, big, 1, 0, Standard, r, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if queued { // the pool is full: the send waits for its receiver
+			if !wd.Endpoints[1].withdraw(r) {
+				t.Fatal("the queued send was not in the receiver's queue")
+			}
+			break
+		}
+	}
+	if sent != 2 {
+		t.Fatalf("%d chunk-sized eager copies fitted in a pool of 3 chunks; want 2 (envelopes cost too)", sent)
+	}
+	if got := wd.Pooled(); got > capacity {
+		t.Fatalf("pool holds %d > cap %d", got, capacity)
+	}
+	buf := make([]byte, creditChunk)
+	for i := 0; i < sent; i++ {
+		if st, err := c.Recv(1, buf, 0, 0); err != nil || st.Bytes != creditChunk {
+			t.Fatalf("recv %d: %+v %v", i, st, err)
+		}
+	}
+	if got := wd.Pooled(); got > creditChunk {
+		t.Fatalf("after receiving everything the pool still lends %d bytes", got)
+	}
+}
+
+func TestBsendFirstFit(t *testing.T) {
+	wd := NewWorld(1, Config{})
+	ep := wd.Endpoints[0]
+	if err := ep.Attach(make([]byte, 3*(100+BsendOverhead))); err != nil {
+		t.Fatal(err)
+	}
+	var ms []*Request
+	for i := 0; i < 3; i++ {
+		m, err := ep.bufferedCopy(make([]byte, 100), key{}, 0)
+		if err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+		ms = append(ms, m)
+	}
+	if _, err := ep.bufferedCopy(make([]byte, 1), key{}, 0); err == nil {
+		t.Fatal("a full attached buffer took another message")
+	}
+	ms[1].bseg.free(ms[1].boff)
+	m, err := ep.bufferedCopy(make([]byte, 100), key{}, 0)
+	if err != nil || m.boff != ms[1].boff {
+		t.Fatalf("the freed middle span was not reused: off %d, err %v", m.boff, err)
+	}
+	done := make(chan []byte)
+	go func() { b, _ := ep.Detach(); done <- b }()
+	for _, m := range []*Request{ms[0], m, ms[2]} {
+		select {
+		case <-done:
+			t.Fatal("Detach returned while messages were buffered")
+		case <-time.After(10 * time.Millisecond):
+		}
+		m.bseg.free(m.boff)
+	}
+	if b := <-done; len(b) != 3*(100+BsendOverhead) {
+		t.Fatalf("Detach returned %d bytes", len(b))
+	}
+}
+
+func TestSpinAdapts(t *testing.T) {
+	wd := NewWorld(1, Config{Spin: 8 * time.Microsecond})
+	ep := wd.Endpoints[0]
+	never := func() bool { return false }
+	for i := 0; i < 10; i++ {
+		ep.spinFor(never)
+	}
+	if got := time.Duration(ep.spin.Load()); got != spinFloor {
+		t.Fatalf("after failing spins the budget is %v, want the floor %v", got, spinFloor)
+	}
+	always := func() bool { return true }
+	for i := 0; i < 10; i++ {
+		ep.spinFor(always)
+	}
+	if got := time.Duration(ep.spin.Load()); got != 8*time.Microsecond {
+		t.Fatalf("after successful spins the budget is %v, want the configured 8µs", got)
+	}
+}
