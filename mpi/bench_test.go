@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weft-mpi/weft/mpi"
 )
@@ -91,4 +92,113 @@ func BenchmarkMessageRate4T(b *testing.B) {
 	}
 }
 
-var _ = runtime.NumCPU
+// BenchmarkUnexpected shows that a receive costs the same whether 0 or 10,000
+// messages of other tags are queued ahead of it: ns/op is one send and its receive.
+func BenchmarkUnexpected(b *testing.B) {
+	for _, queued := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("%d", queued), func(b *testing.B) {
+			err := mpi.Run(2, func(c *mpi.Comm) error {
+				one := []int64{0}
+				if c.Rank() == 0 {
+					for tag := 1; tag <= queued; tag++ {
+						if err := mpi.Send(c, one, 1, tag); err != nil {
+							return err
+						}
+					}
+					b.ResetTimer()
+				}
+				for i := 0; i < b.N; i++ {
+					var err error
+					if c.Rank() == 0 {
+						err = mpi.Send(c, one, 1, 0)
+					} else {
+						_, err = mpi.Recv(c, one, 0, 0)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				if c.Rank() == 1 {
+					for tag := 1; tag <= queued; tag++ {
+						if _, err := mpi.Recv(c, one, 0, tag); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// ring passes one value around n ranks with Sendrecv.
+func ring(c *mpi.Comm) error {
+	rank, size := c.Rank(), c.Size()
+	got := []int32{-1}
+	if _, err := mpi.Sendrecv(c, []int32{int32(rank)}, (rank+1)%size, 0, got, (rank+size-1)%size, 0); err != nil {
+		return err
+	}
+	if want := int32((rank + size - 1) % size); got[0] != want {
+		return fmt.Errorf("rank %d got %d, want %d", rank, got[0], want)
+	}
+	return nil
+}
+
+// BenchmarkRing runs a ring exchange of a million ranks in one process (not in CI:
+// it needs a few GiB); ns/op is one whole job, sys-bytes/rank what the process took
+// from the OS for it.
+func BenchmarkRing(b *testing.B) {
+	for _, n := range []int{1000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for i := 0; i < b.N; i++ {
+				if err := mpi.Run(n, ring); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.Sys-before.Sys)/float64(n), "sys-bytes/rank")
+		})
+	}
+}
+
+// BenchmarkIdleRank reports the memory an idle rank costs: n ranks each blocked in a
+// receive (goroutine stack, endpoint, communicator handle, posted request).
+func BenchmarkIdleRank(b *testing.B) {
+	const n = 100_000
+	for i := 0; i < b.N; i++ {
+		var before, during runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var blocked sync.WaitGroup
+		blocked.Add(n - 1)
+		err := mpi.Run(n, func(c *mpi.Comm) error {
+			none := []byte{}
+			if c.Rank() != 0 {
+				blocked.Done()
+				_, err := mpi.Recv(c, none, 0, 0)
+				return err
+			}
+			blocked.Wait()
+			time.Sleep(100 * time.Millisecond) // let the ranks that said so block
+			runtime.GC()
+			runtime.ReadMemStats(&during)
+			for r := 1; r < c.Size(); r++ {
+				if err := mpi.Send(c, none, r, 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		used := (during.HeapAlloc + during.StackInuse) - (before.HeapAlloc + before.StackInuse)
+		b.ReportMetric(float64(used)/n, "bytes/rank")
+	}
+}

@@ -91,8 +91,9 @@ func (ep *Endpoint) bufferedCopy(data []byte, k key, dest int) (*Request, error)
 	i, _ := slices.BinarySearchFunc(b.spans, off, func(s span, off int) int { return s.off - off })
 	b.spans = slices.Insert(b.spans, i, span{off, off + need})
 	b.mu.Unlock()
-	m := &Request{op: op{kind: eagerKind, key: k, bseg: b, boff: off, buf: b.mem[off : off+len(data)]}}
-	copy(m.buf, data)
+	m := &Request{kind: eagerKind, key: k, bseg: b, boff: off}
+	m.setBuf(b.mem[off : off+len(data)])
+	copy(b.mem[off:], data)
 	return m, nil
 }
 

@@ -3,20 +3,15 @@ package p2p
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
-// list is an intrusive doubly linked FIFO of Requests through their links[i].
-type list struct {
-	head, tail *Request
-	i          uint8
-}
+// list is an intrusive doubly linked FIFO of Requests through their order links.
+type list struct{ head, tail *Request }
 
 func (l *list) push(r *Request) {
-	lk := &r.links[l.i]
-	lk.prev, lk.next = l.tail, nil
+	r.order.prev, r.order.next = l.tail, nil
 	if l.tail != nil {
-		l.tail.links[l.i].next = r
+		l.tail.order.next = r
 	} else {
 		l.head = r
 	}
@@ -24,33 +19,61 @@ func (l *list) push(r *Request) {
 }
 
 func (l *list) remove(r *Request) {
-	lk := &r.links[l.i]
-	if lk.prev != nil {
-		lk.prev.links[l.i].next = lk.next
+	if r.order.prev != nil {
+		r.order.prev.order.next = r.order.next
 	} else {
-		l.head = lk.next
+		l.head = r.order.next
 	}
-	if lk.next != nil {
-		lk.next.links[l.i].prev = lk.prev
+	if r.order.next != nil {
+		r.order.next.order.prev = r.order.prev
 	} else {
-		l.tail = lk.prev
+		l.tail = r.order.prev
 	}
-	lk.next, lk.prev = nil, nil
+	r.order = links{}
+}
+
+// bucket is a singly linked FIFO of the Requests of one envelope, through bnext.
+// Matching always takes its head (the earliest of an envelope is the earliest that
+// any pattern matching it can take), so only Cancel ever removes from its middle.
+type bucket struct{ head, tail *Request }
+
+func (b *bucket) push(r *Request) {
+	r.bnext = nil
+	if b.tail != nil {
+		b.tail.bnext = r
+	} else {
+		b.head = r
+	}
+	b.tail = r
+}
+
+func (b *bucket) remove(r *Request) {
+	var prev *Request
+	for e := b.head; e != r; e = e.bnext {
+		prev = e
+	}
+	if prev != nil {
+		prev.bnext = r.bnext
+	} else {
+		b.head = r.bnext
+	}
+	if b.tail == r {
+		b.tail = prev
+	}
+	r.bnext = nil
 }
 
 // indexAt is the queue length past which a queue indexes its entries by envelope:
 // short queues are scanned (cheaper than hashing), long ones looked up in O(1).
 const indexAt = 16
 
-// queue holds Requests in arrival (or post) order through links[1] and, while it is
-// long, also in one bucket per exact envelope through links[0].
+// queue holds Requests in arrival (or post) order and, while it is long, also in one
+// bucket per exact envelope.
 type queue struct {
 	order list
 	n     int
-	index map[key]*list // nil while n <= indexAt
+	index map[key]*bucket // nil while n <= indexAt
 }
-
-func newQueue() queue { return queue{order: list{i: 1}} }
 
 func (q *queue) push(r *Request) {
 	q.order.push(r)
@@ -59,17 +82,17 @@ func (q *queue) push(r *Request) {
 	case q.index != nil:
 		q.bucket(r.key).push(r)
 	case q.n > indexAt:
-		q.index = make(map[key]*list, 2*indexAt)
-		for e := q.order.head; e != nil; e = e.links[1].next {
+		q.index = make(map[key]*bucket, 2*indexAt)
+		for e := q.order.head; e != nil; e = e.order.next {
 			q.bucket(e.key).push(e)
 		}
 	}
 }
 
-func (q *queue) bucket(k key) *list {
+func (q *queue) bucket(k key) *bucket {
 	b := q.index[k]
 	if b == nil {
-		b = &list{}
+		b = &bucket{}
 		q.index[k] = b
 	}
 	return b
@@ -100,7 +123,7 @@ func (q *queue) first(k key) *Request {
 		}
 		return nil
 	}
-	for e := q.order.head; e != nil; e = e.links[1].next {
+	for e := q.order.head; e != nil; e = e.order.next {
 		if e.key == k {
 			return e
 		}
@@ -113,7 +136,7 @@ func (q *queue) match(pat key) *Request {
 	if !wildcard(pat) {
 		return q.first(pat)
 	}
-	for e := q.order.head; e != nil; e = e.links[1].next {
+	for e := q.order.head; e != nil; e = e.order.next {
 		if matches(pat, e.key) {
 			return e
 		}
@@ -124,25 +147,30 @@ func (q *queue) match(pat key) *Request {
 // Endpoint is one rank's matching engine: its posted receives and the messages that
 // arrived before their receive. Senders lock the receiver's endpoint to match.
 type Endpoint struct {
+	// What a sender touches to match a posted receive: one cache line.
 	mu     sync.Mutex
-	posted queue // exact posted receives
-	wild   list  // posted receives with AnySource or AnyTag, in post order
-	unexp  queue // unexpected messages
-	seq    uint64
-	spare  []*Request // recycled eager copies
-	probes []*waiter  // Probe calls waiting for a message
-	bsend  *bsendBuf  // the buffer attached by this rank, if any
-	credit int64      // bytes of the process's pool this endpoint may hold
-	held   int64      // bytes its queued eager copies hold
+	posted queue  // exact posted receives
+	wild   list   // posted receives with AnySource or AnyTag, in post order
+	seq    uint64 // post counter
 
-	spin  atomic.Int64 // adaptive spin budget in ns, see await
-	World *World
-	Rank  int // rank in the world
+	// What a sender touches to queue an unexpected message: the next line.
+	unexp  queue
+	spare  *Request // recycled eager copies, through bnext
+	nspare int
+	held   int64 // bytes its queued eager copies hold
+	credit int64 // bytes of the process's pool this endpoint may hold
+
+	probes []*waiter    // Probe calls waiting for a message
+	bsend  *bsendBuf    // the buffer attached by this rank, if any
+	World  *World       //
+	Rank   int          // rank in the world
+	_      [16]byte     // ends the line: spin below is the waiting rank's alone
+	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
+	_      [56]byte     // pads the Endpoint to 256 bytes, whole cache lines
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {
 	ep.World, ep.Rank = wd, rank
-	ep.posted, ep.unexp, ep.wild = newQueue(), newQueue(), list{i: 1}
 	ep.spin.Store(int64(wd.cfg.Spin))
 }
 
@@ -170,7 +198,7 @@ func (ep *Endpoint) post(r *Request) {
 // or nil. Caller holds ep.mu.
 func (ep *Endpoint) takePosted(k key) *Request {
 	r := ep.posted.first(k)
-	for w := ep.wild.head; w != nil; w = w.links[1].next {
+	for w := ep.wild.head; w != nil; w = w.order.next {
 		if r != nil && w.seq > r.seq {
 			break
 		}
@@ -265,19 +293,22 @@ func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
 	if !ep.charge(charge) {
 		return nil
 	}
-	var m *Request
-	if n := len(ep.spare); recycle && n > 0 {
-		m = ep.spare[n-1]
-		ep.spare = ep.spare[:n-1]
+	m := ep.spare
+	if recycle && m != nil {
+		ep.spare, m.bnext = m.bnext, nil
+		ep.nspare--
 	} else {
 		m = &Request{}
 	}
 	if cap(m.store) < len(buf) {
 		m.store = make([]byte, len(buf))
 	}
-	m.buf = m.store[:len(buf)]
-	copy(m.buf, buf)
-	m.kind, m.key, m.charge, m.pooled = eagerKind, k, charge, recycle
+	m.setBuf(m.store[:len(buf)])
+	copy(m.store, buf)
+	m.kind, m.key, m.charge = eagerKind, k, charge
+	if recycle {
+		m.flags = pooled
+	}
 	return m
 }
 
@@ -288,11 +319,9 @@ func (ep *Endpoint) release(m *Request) {
 		return
 	}
 	ep.uncharge(m.charge)
-	if m.pooled && len(ep.spare) < maxSpare {
-		m.op = op{store: m.store}
-		ep.spare = append(ep.spare, m)
+	if m.flags&pooled != 0 && ep.nspare < maxSpare {
+		m.Reset()
+		m.bnext, ep.spare = ep.spare, m
+		ep.nspare++
 	}
 }
-
-// spinFloor is the least an adaptive spin shrinks to, so it can grow back.
-const spinFloor = 500 * time.Nanosecond

@@ -4,13 +4,14 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestQueueMatchesScanAtEverySize checks that the indexed queue answers exactly as a
 // plain scan in arrival order would, while it grows past indexAt and shrinks to zero.
 func TestQueueMatchesScanAtEverySize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	q := newQueue()
+	var q queue
 	var all []*Request // arrival order, the reference
 	pats := []key{{0, 1, 2}, {0, AnySource, 2}, {0, 1, AnyTag}, {0, AnySource, AnyTag}, {1, 1, 2}, {0, 3, 0}}
 	check := func() {
@@ -27,14 +28,17 @@ func TestQueueMatchesScanAtEverySize(t *testing.T) {
 				t.Fatalf("n=%d pattern %+v: got %p want %p", len(all), pat, got, want)
 			}
 		}
-		if q.n != len(all) || (q.index != nil) != (q.n > 0 && q.index != nil) {
+		if q.n != len(all) {
 			t.Fatalf("count %d, want %d", q.n, len(all))
+		}
+		if q.n > indexAt && q.index == nil {
+			t.Fatalf("a queue of %d is not indexed", q.n)
 		}
 	}
 	for step := 0; step < 4000; step++ {
 		grow := step < 2000
 		if len(all) == 0 || (grow && rng.IntN(3) > 0) || (!grow && rng.IntN(3) == 0) {
-			r := &Request{op: op{key: key{uint32(rng.IntN(2)), int32(rng.IntN(4)), int32(rng.IntN(3))}}}
+			r := &Request{key: key{uint32(rng.IntN(2)), int32(rng.IntN(4)), int32(rng.IntN(3))}}
 			q.push(r)
 			all = append(all, r)
 		} else {
@@ -57,9 +61,9 @@ func TestQueueMatchesScanAtEverySize(t *testing.T) {
 func TestTakePostedPrefersEarlierWildcard(t *testing.T) {
 	wd := NewWorld(1, Config{EagerLimit: 16, PoolCap: 1 << 20})
 	ep := wd.Endpoints[0]
-	wild := &Request{op: op{key: key{0, AnySource, 5}}}
-	exact := &Request{op: op{key: key{0, 2, 5}}}
-	later := &Request{op: op{key: key{0, AnySource, AnyTag}}}
+	wild := &Request{key: key{0, AnySource, 5}}
+	exact := &Request{key: key{0, 2, 5}}
+	later := &Request{key: key{0, AnySource, AnyTag}}
 	ep.post(wild)
 	ep.post(exact)
 	ep.post(later)
@@ -167,3 +171,39 @@ func TestSpinAdapts(t *testing.T) {
 		t.Fatalf("after successful spins the budget is %v, want the configured 8µs", got)
 	}
 }
+
+// TestCacheLineLayout pins the layout that keeps a hand-off between cores to few
+// cache lines: a Request's matching state and completion flag share its first line,
+// and Requests and Endpoints start on line boundaries.
+func TestCacheLineLayout(t *testing.T) {
+	if got := unsafe.Offsetof(Request{}.waiter); got != 64 {
+		t.Errorf("the hot line of a Request ends at %d, want 64", got)
+	}
+	if got := unsafe.Sizeof(Request{}); got%64 != 0 {
+		t.Errorf("a Request is %d bytes, not whole cache lines", got)
+	}
+	if got := unsafe.Sizeof(Endpoint{}); got%64 != 0 {
+		t.Errorf("an Endpoint is %d bytes, not whole cache lines", got)
+	}
+	if got := unsafe.Offsetof(Endpoint{}.unexp); got != 64 {
+		t.Errorf("the unexpected queue starts at %d, want 64", got)
+	}
+	if got := unsafe.Offsetof(Endpoint{}.spin); got%64 != 0 {
+		t.Errorf("the spin budget at %d shares a line with what senders touch", got)
+	}
+	for i := 0; i < 100; i++ {
+		sink = new(Request) // on the heap, where Requests live
+		if p := uintptr(unsafe.Pointer(sink)); p%64 != 0 {
+			t.Fatalf("a Request at %#x is not line-aligned", p)
+		}
+	}
+	for _, n := range []int{1, 2, 3, 5, 16, 100, 1000} {
+		for _, ep := range NewWorld(n, Config{}).Endpoints {
+			if p := uintptr(unsafe.Pointer(ep)); p%64 != 0 {
+				t.Fatalf("an endpoint of a %d-rank world at %#x is not line-aligned", n, p)
+			}
+		}
+	}
+}
+
+var sink *Request

@@ -27,12 +27,13 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 // Isend starts a send into the user's request r, which must be new or Reset.
 func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) error {
 	if dest == ProcNull {
-		r.complete(Status{}, nil)
+		r.fire()
 		return nil
 	}
 	queued, err := c.startSend(me, buf, dest, tag, mode, r, false)
 	if !queued {
-		r.complete(Status{}, err)
+		r.err = err
+		r.fire()
 	}
 	return err
 }
@@ -55,7 +56,7 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 	if rr := ep.takePosted(k); rr != nil {
 		ep.mu.Unlock()
 		if m != nil {
-			deliver(rr, m.buf, k)
+			deliver(rr, m.buf(), k)
 			m.bseg.free(m.boff)
 		} else {
 			deliver(rr, buf, k)
@@ -73,7 +74,8 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 		}
 		return false, nil
 	}
-	r.kind, r.mode, r.key, r.buf = sendKind, mode, k, buf
+	r.kind, r.mode, r.key = sendKind, mode, k
+	r.setBuf(buf)
 	ep.queue(r)
 	ep.mu.Unlock()
 	return true, nil
@@ -81,26 +83,26 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 
 // deliver copies message data with envelope k into the posted receive r and completes it.
 func deliver(r *Request, data []byte, k key) {
-	n := copy(r.buf, data)
-	r.complete(Status{Source: int(k.src), Tag: int(k.tag), Bytes: n, Len: len(data)}, nil)
+	copy(r.buf(), data)
+	r.key, r.mlen = k, len(data)
+	r.fire()
 }
 
-// take receives the unexpected message m into buf: an eager or buffered copy there
-// and then, under ep.mu which the caller holds and take releases; a send still in its
-// sender's buffer after releasing ep.mu, completing that send.
-func (ep *Endpoint) take(m *Request, buf []byte) Status {
+// take receives the unexpected message m into the receive r: an eager or buffered
+// copy there and then, under ep.mu which the caller holds and take releases; a send
+// still in its sender's buffer after releasing ep.mu, completing that send.
+func (ep *Endpoint) take(m *Request, r *Request) {
 	ep.dequeue(m)
-	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Len: len(m.buf)}
+	r.key, r.mlen = m.key, m.blen
 	if m.kind != sendKind {
-		st.Bytes = copy(buf, m.buf)
+		copy(r.buf(), m.buf())
 		ep.release(m)
 		ep.mu.Unlock()
-		return st
+		return
 	}
 	ep.mu.Unlock()
-	st.Bytes = copy(buf, m.buf)
-	m.complete(Status{}, nil) // the sender may reuse its buffer: m is no longer ours
-	return st
+	copy(r.buf(), m.buf())
+	m.fire() // the sender may reuse its buffer: m is no longer ours
 }
 
 // Recv receives into buf at rank me of c from src with tag (wildcards allowed).
@@ -109,14 +111,12 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 		return NullStatus, nil
 	}
 	r := getReq()
-	if !c.startRecv(me, buf, src, tag, r) {
-		st := r.status
-		putReq(r)
-		return st, nil
+	err := error(nil)
+	if c.startRecv(me, buf, src, tag, r) {
+		err = c.Peers[me].Wait(r)
 	}
-	err := c.Peers[me].Wait(r)
-	st := r.status
-	if r.Done() {
+	st, _ := r.Result()
+	if r.Done() || r.where == nowhere {
 		putReq(r)
 	}
 	return st, err
@@ -125,25 +125,28 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 // Irecv starts a receive into the user's request r, which must be new or Reset.
 func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 	if src == ProcNull {
-		r.complete(NullStatus, nil)
+		r.kind, r.key = recvKind, key{src: ProcNull, tag: AnyTag}
+		r.fire()
 		return
 	}
 	if !c.startRecv(me, buf, src, tag, r) {
-		r.ev.fire()
+		r.fire()
 	}
 }
 
-// startRecv receives the earliest matching unexpected message, leaving its status in
-// r, or else posts r. It reports whether r was posted.
+// startRecv receives the earliest matching unexpected message into r, or else posts
+// r. It reports whether r was posted.
 func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
 	ep := c.Peers[me]
+	r.kind = recvKind
+	r.setBuf(buf)
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
 	if m := ep.unexp.match(pat); m != nil {
-		r.status = ep.take(m, buf)
+		ep.take(m, r)
 		return false
 	}
-	r.kind, r.key, r.buf = recvKind, pat, buf
+	r.key = pat
 	ep.post(r)
 	ep.mu.Unlock()
 	return true
@@ -152,7 +155,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
 // Wait blocks a rank of ep until r completes and returns its error; on abort it
 // returns ErrAborted.
 func (ep *Endpoint) Wait(r *Request) error {
-	if ep.await(&r.ev) || r.Done() {
+	if ep.await(r) || r.Done() {
 		return r.err
 	}
 	return abandon(r)
@@ -167,12 +170,13 @@ func abandon(r *Request) error {
 	if r.where != nowhere {
 		ep.dequeue(r)
 		ep.mu.Unlock()
-		r.complete(Status{}, ErrAborted)
+		r.err = ErrAborted
+		r.fire()
 		return ErrAborted
 	}
-	probed := r.probed
+	taken := r.flags&probed != 0
 	ep.mu.Unlock()
-	if probed {
+	if taken {
 		return ErrAborted
 	}
 	for !r.Done() {
@@ -194,11 +198,7 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 	if i := done(); i >= 0 || ep.spinFor(func() bool { return done() >= 0 }) {
 		return done(), nil
 	}
-	evs := make([]*event, len(rs))
-	for i, r := range rs {
-		evs[i] = &r.ev
-	}
-	if ep.World.park(evs) {
+	if ep.World.park(rs) {
 		return done(), nil
 	}
 	for _, r := range rs {
@@ -219,21 +219,15 @@ func Cancel(r *Request) {
 		if m.where != nowhere {
 			ep.dequeue(m)
 			ep.release(m)
-			r.status.Cancelled = true
+			r.flags |= cancelled
 		}
 		ep.mu.Unlock()
 		return
 	}
 	if r.ep != nil && r.ep.withdraw(r) {
-		r.complete(Status{Cancelled: true}, nil)
+		r.flags |= cancelled
+		r.fire()
 	}
-}
-
-// Reset readies a completed request for another start (persistent requests).
-func (r *Request) Reset() {
-	r.op = op{}
-	r.ev.done.Store(false)
-	r.ev.w.Store(nil)
 }
 
 // Probe waits for a message matching (src, tag) at rank me and returns its status;
@@ -282,13 +276,18 @@ func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
 	}
 	if take {
 		ep.dequeue(m)
-		m.probed = true
+		m.flags |= probed
 	}
-	return m, Status{Source: int(m.key.src), Tag: int(m.key.tag), Bytes: len(m.buf), Len: len(m.buf)}
+	return m, Status{Source: int(m.key.src), Tag: int(m.key.tag), Bytes: m.blen, Len: m.blen}
 }
 
 // Mrecv receives a message taken by Probe or Iprobe with take.
 func Mrecv(m *Request, buf []byte) Status {
+	var r Request
+	r.kind = recvKind
+	r.setBuf(buf)
 	m.ep.mu.Lock()
-	return m.ep.take(m, buf)
+	m.ep.take(m, &r)
+	st, _ := r.Result()
+	return st
 }

@@ -1,6 +1,10 @@
 package p2p
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
 
 // Mode is a send mode.
 type Mode uint8
@@ -12,11 +16,6 @@ const (
 	Synchronous
 	Ready
 )
-
-var modeOps = [...]string{Standard: "Send", Buffered: "Bsend", Synchronous: "Ssend", Ready: "Rsend"}
-
-// Op names the blocking call of a mode, for error messages.
-func (m Mode) Op() string { return modeOps[m] }
 
 // kind says what a Request stands for in a queue.
 type kind uint8
@@ -32,9 +31,18 @@ type where uint8
 
 const (
 	nowhere    where = iota
-	postedHere       // an exact posted receive: in a bucket
-	wildHere         // a posted receive with AnySource or AnyTag: in the wildcard list
-	unexpHere        // an unexpected message: in a bucket and in the arrival list
+	postedHere       // an exact posted receive
+	wildHere         // a posted receive with AnySource or AnyTag
+	unexpHere        // an unexpected message
+)
+
+// flags are the yes-or-no facts about a Request.
+type flags uint8
+
+const (
+	probed    flags = 1 << iota // taken out of the queue by Mprobe, not yet received
+	pooled                      // recycled by its endpoint once received
+	cancelled                   // withdrawn by Cancel
 )
 
 // key is a message envelope: communicator context, source rank in it, and tag.
@@ -44,7 +52,7 @@ type key struct {
 	src, tag int32
 }
 
-// links chain a Request into one list; each Request can sit in two lists at once.
+// links chain a Request into a doubly linked list.
 type links struct{ next, prev *Request }
 
 // Status describes a completed operation.
@@ -56,32 +64,42 @@ type Status struct {
 }
 
 // Request is one point-to-point operation, or one queued message.
+//
+// Its first 64 bytes, one cache line, hold all that a matching peer reads and writes
+// (place in the queue, envelope, buffer, outcome, completion flag), so that handing a
+// message from one core to another moves as few lines as possible. Requests are
+// allocated in a size class that is a multiple of 64, which aligns that line.
+//
+// The plain fields are guarded by the lock of the endpoint that queues the Request,
+// or owned by the goroutine that took it out of the queue; the outcome is written
+// before done is set and read after.
 type Request struct {
-	op
-	ev event
-}
+	order links          // place in the posted or unexpected queue
+	key   key            // envelope; once a receive completes, the matched source and tag
+	where where          //
+	kind  kind           //
+	mode  Mode           //
+	flags flags          //
+	bufp  unsafe.Pointer // user buffer, or the eager copy
+	blen  int            //
+	mlen  int            // length of the message matched
+	done  atomic.Uint32  // set once the operation is complete
 
-// op is the plain state of a Request. It is guarded by the lock of the engine that
-// queues the Request, or owned by the goroutine that took it out of a queue; the
-// outcome (status, err) is written before ev fires and read after.
-type op struct {
-	links  [2]links // 0: bucket, 1: wildcard or arrival order
-	where  where
-	kind   kind
-	mode   Mode
-	probed bool   // taken out of the queue by Mprobe, not yet received
-	pooled bool   // recycled by the engine once received
-	seq    uint64 // post order, to choose between an exact and a wildcard receive
-	key    key
-	buf    []byte    // user buffer, or the eager copy
-	store  []byte    // backing array of an eager copy, kept across reuse
-	ep     *Endpoint // engine that queues (or queued) it
-	msg    *Request  // a send's eager copy at the receiver, while it may still be cancelled
-	bseg   *bsendBuf // attached buffer to release once the copy is received
-	boff   int       // offset of the copy in bseg
-	charge int64     // bytes charged to the eager pool
-	status Status
+	// The second line is read by whoever completes the Request (waiter) and written
+	// only on rare paths, so that it stays shared between the cores.
+	waiter atomic.Pointer[waiter] // a parked goroutine to wake on completion
+	bnext  *Request               // next in its bucket of the queue's index
+	msg    *Request               // a send's eager copy at the receiver, while it may still be cancelled
+	bseg   *bsendBuf              // attached buffer to release once the copy is received
+	boff   int                    // offset of the copy in bseg
+	charge int64                  // bytes charged to the eager pool
 	err    error
+
+	// The third line is the owner's, written at every post.
+	seq   uint64    // post order, to choose between an exact and a wildcard receive
+	ep    *Endpoint // endpoint that queues (or queued) it
+	store []byte    // backing array of an eager copy, kept across reuse
+	_     [24]byte  // pads the Request to 192 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -89,23 +107,49 @@ var requests = sync.Pool{New: func() any { return new(Request) }}
 // getReq returns a pooled Request for an operation that no user can see.
 func getReq() *Request { return requests.Get().(*Request) }
 
-// putReq recycles r, keeping only its eager storage.
+// putReq recycles r.
 func putReq(r *Request) {
-	r.op = op{store: r.store}
-	r.ev.done.Store(false)
-	r.ev.w.Store(nil)
+	r.Reset()
 	requests.Put(r)
 }
 
+// Reset readies a completed request for another start, keeping its eager storage.
+func (r *Request) Reset() {
+	store := r.store
+	r.order, r.key, r.where, r.kind, r.mode, r.flags = links{}, key{}, nowhere, 0, 0, 0
+	r.bufp, r.blen, r.mlen = nil, 0, 0
+	r.done.Store(0)
+	if r.waiter.Load() != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.charge != 0 || r.err != nil {
+		r.waiter.Store(nil) // only when dirty: the line is read by the next completer
+		r.bnext, r.msg, r.bseg, r.boff, r.charge, r.err = nil, nil, nil, 0, 0, nil
+	}
+	r.seq, r.ep, r.store = 0, nil, store
+}
+
+func (r *Request) setBuf(b []byte) {
+	r.bufp, r.blen = unsafe.Pointer(unsafe.SliceData(b)), len(b)
+}
+
+func (r *Request) buf() []byte { return unsafe.Slice((*byte)(r.bufp), r.blen) }
+
 // Done reports whether the operation has completed.
-func (r *Request) Done() bool { return r.ev.fired() }
+func (r *Request) Done() bool { return r.done.Load() != 0 }
 
 // Result returns the status and error of a completed operation.
-func (r *Request) Result() (Status, error) { return r.status, r.err }
+func (r *Request) Result() (Status, error) {
+	st := Status{Len: r.mlen, Bytes: min(r.mlen, r.blen), Cancelled: r.flags&cancelled != 0}
+	if r.kind == recvKind {
+		st.Source, st.Tag = int(r.key.src), int(r.key.tag)
+	}
+	return st, r.err
+}
 
-// complete records the outcome and wakes the waiter.
-func (r *Request) complete(st Status, err error) {
-	r.status = st
-	r.err = err
-	r.ev.fire()
+// fire marks r complete and wakes its waiter. The firer stores done then loads the
+// waiter; a waiter stores itself then loads done: with sequentially consistent
+// atomics one of them sees the other, so a wake-up is never lost.
+func (r *Request) fire() {
+	r.done.Store(1)
+	if w := r.waiter.Load(); w != nil {
+		w.ring()
+	}
 }

@@ -3,7 +3,6 @@ package p2p
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -20,32 +19,17 @@ func (w *waiter) ring() {
 	}
 }
 
-// An event is a one-shot completion flag that one goroutine at a time may wait on.
-// fire and wait race only through sequentially consistent atomics: the firer stores
-// done then loads the waiter; the waiter stores itself then loads done; at least one
-// of them sees the other, so a wake-up is never lost.
-type event struct {
-	done atomic.Bool
-	w    atomic.Pointer[waiter]
-}
-
-func (e *event) fire() {
-	e.done.Store(true)
-	if w := e.w.Load(); w != nil {
-		w.ring()
-	}
-}
-
-func (e *event) fired() bool { return e.done.Load() }
-
 // spinCheck is how many polls run between clock reads while spinning.
-const spinCheck = 64
+const spinCheck = 256
 
 // yieldEvery is how long a spinner polls before it yields its processor once. A
 // spinner may share its P with the very goroutine it waits for (a wake-up puts the
 // woken goroutine on the waker's P); yielding lets that one run, and lets the
 // scheduler move the spinner to an idle P, after which hand-offs are pure spins.
-const yieldEvery = time.Microsecond
+const yieldEvery = 2 * time.Microsecond
+
+// spinFloor is the least an adaptive spin budget shrinks to, so that it can grow back.
+const spinFloor = time.Microsecond
 
 // spinUntil polls cond for at most d and reports whether it came true.
 func spinUntil(d time.Duration, cond func() bool) bool {
@@ -72,36 +56,6 @@ func spinUntil(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// park blocks until any of evs has fired or the world aborts; it returns false on abort.
-// It registers one waiter on every event, so callers with many events should
-// prefer waiting on them one at a time when they need all of them.
-func (wd *World) park(evs []*event) bool {
-	w := waiters.Get().(*waiter)
-	for _, e := range evs {
-		e.w.Store(w)
-	}
-	ok := true
-loop:
-	for {
-		for _, e := range evs {
-			if e.fired() {
-				break loop
-			}
-		}
-		select {
-		case <-w.ch:
-		case <-wd.abort:
-			ok = false
-			break loop
-		}
-	}
-	for _, e := range evs {
-		e.w.CompareAndSwap(w, nil)
-	}
-	waiters.Put(w)
-	return ok
-}
-
 // spinFor polls cond within the endpoint's spin budget, which adapts: it doubles (up
 // to the configured spin) when spinning succeeds and halves when the wait ends up
 // parked anyway, so that a rank that shares its core with others soon stops spinning.
@@ -123,12 +77,42 @@ func (ep *Endpoint) spinFor(cond func() bool) bool {
 	return false
 }
 
-// await waits for one event on behalf of a rank of ep: a spin, then parking.
-// It returns false on abort.
-func (ep *Endpoint) await(e *event) bool {
-	if e.fired() || ep.spinFor(e.fired) {
+// park blocks until any of rs has completed or the world aborts; it returns false on
+// abort. It registers one waiter on every request, so callers that need all of many
+// requests should wait for them one at a time.
+func (wd *World) park(rs []*Request) bool {
+	w := waiters.Get().(*waiter)
+	for _, r := range rs {
+		r.waiter.Store(w)
+	}
+	ok := true
+loop:
+	for {
+		for _, r := range rs {
+			if r.Done() {
+				break loop
+			}
+		}
+		select {
+		case <-w.ch:
+		case <-wd.abort:
+			ok = false
+			break loop
+		}
+	}
+	for _, r := range rs {
+		r.waiter.CompareAndSwap(w, nil)
+	}
+	waiters.Put(w)
+	return ok
+}
+
+// await waits for r on behalf of a rank of ep: a spin, then parking. It returns
+// false on abort.
+func (ep *Endpoint) await(r *Request) bool {
+	if r.Done() || ep.spinFor(r.Done) {
 		return true
 	}
-	evs := [1]*event{e}
-	return ep.World.park(evs[:])
+	rs := [1]*Request{r}
+	return ep.World.park(rs[:])
 }

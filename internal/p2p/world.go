@@ -7,6 +7,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/weft-mpi/weft/internal/errs"
 )
@@ -45,10 +46,20 @@ type World struct {
 // NewWorld makes the endpoints of n ranks.
 func NewWorld(n int, cfg Config) *World {
 	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{})}
-	eps := make([]Endpoint, n)
-	for i := range eps {
-		eps[i].init(wd, i)
-		wd.Endpoints[i] = &eps[i]
+	// Endpoints must start on cache lines. Small heap objects do (their size classes
+	// are whole lines), and so do large ones (whole pages); the arrays in between carry
+	// an 8-byte allocation header, so a small world allocates its endpoints one by one.
+	var eps []Endpoint
+	if n*int(unsafe.Sizeof(Endpoint{})) > 32<<10 {
+		eps = make([]Endpoint, n)
+	}
+	for i := range n {
+		ep := new(Endpoint)
+		if eps != nil {
+			ep = &eps[i]
+		}
+		ep.init(wd, i)
+		wd.Endpoints[i] = ep
 	}
 	return wd
 }
