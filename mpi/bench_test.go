@@ -202,3 +202,33 @@ func BenchmarkIdleRank(b *testing.B) {
 		b.ReportMetric(float64(used)/n, "bytes/rank")
 	}
 }
+
+// BenchmarkMessageRate1P sends zero-byte messages between one pair of ranks, a reply
+// every 256 (Thakur and Gropp's 1P-1P inside one process); ns/op is per message.
+func BenchmarkMessageRate1P(b *testing.B) {
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		var none []byte
+		peer := 1 - c.Rank()
+		for i := 1; i <= b.N; i++ {
+			var err error
+			if c.Rank() == 0 {
+				err = mpi.Send(c, none, peer, 0)
+				if i%256 == 0 && err == nil {
+					_, err = mpi.Recv(c, none, peer, 0)
+				}
+			} else {
+				_, err = mpi.Recv(c, none, peer, 0)
+				if i%256 == 0 && err == nil {
+					err = mpi.Send(c, none, peer, 0)
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}

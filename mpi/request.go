@@ -211,6 +211,7 @@ func (r *Request) Test() (Status, bool, error) {
 	if r.state == inactive {
 		return nullStatus, true, nil
 	}
+	r.c.self().Progress()
 	if !r.r.Done() {
 		if r.c.core.World.Cause() == nil {
 			return Status{}, false, nil
@@ -313,6 +314,7 @@ func Waitall(reqs ...*Request) ([]Status, error) {
 // Testall reports whether every request has completed; only then does it complete
 // them all and return their statuses.
 func Testall(reqs ...*Request) ([]Status, bool, error) {
+	progress(reqs)
 	for _, r := range reqs {
 		if r != nil && r.state == active && !r.r.Done() && r.c.core.World.Cause() == nil {
 			return nil, false, nil
@@ -320,6 +322,17 @@ func Testall(reqs ...*Request) ([]Status, bool, error) {
 	}
 	sts, err := Waitall(reqs...)
 	return sts, true, err
+}
+
+// progress lets the engine move messages that arrived for the ranks of reqs, so that
+// a Test can see them.
+func progress(reqs []*Request) {
+	for _, r := range reqs {
+		if r != nil {
+			r.c.self().Progress()
+			return
+		}
+	}
 }
 
 // pending lists the indices of the active requests and takes each for this caller.
@@ -390,7 +403,8 @@ func Testany(reqs ...*Request) (index int, st Status, ok bool, err error) {
 	if err != nil {
 		return Undefined, Status{}, false, err
 	}
-	index, ok = Undefined, len(idx) == 0
+	progress(reqs)
+	index, ok, st = Undefined, len(idx) == 0, nullStatus
 	for _, i := range idx {
 		if !ok && reqs[i].r.Done() {
 			st, err = reqs[i].finish(nil)
@@ -410,6 +424,7 @@ func Testsome(reqs ...*Request) ([]int, []Status, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	progress(reqs)
 	var done []int
 	var sts []Status
 	var all []error

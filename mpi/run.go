@@ -47,25 +47,40 @@ func Run(n int, fn func(*Comm) error, opts ...Option) error {
 		go j.runRank(world, i, fn, &results[i], &wg)
 	}
 	wg.Wait()
-	return joinRanks(results)
+	err = joinRanks(results)
+	if cause := j.world.Cause(); cause != nil && cause.Class == errs.Aborted && !errors.Is(err, errs.Aborted) {
+		err = errors.Join(cause, err) // Abort ends the job even if every rank then returns nil
+	}
+	return err
 }
 
 func (j *job) runRank(world *commCore, rank int, fn func(*Comm) error, out *error, wg *sync.WaitGroup) {
 	defer wg.Done()
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		p := recover()
+		switch {
+		case p != nil:
 			*out = &Error{Class: errs.Panic, Op: "rank function", Rank: rank, Peer: NoValue, Tag: NoValue,
 				Detail: fmt.Sprintf("%v\n%s", p, debug.Stack())}
-			j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue,
-				Detail: fmt.Sprintf("rank %d panicked: %v", rank, p)})
+			j.fail(rank, fmt.Sprintf("rank %d panicked: %v", rank, p))
+		case !returned: // runtime.Goexit, as t.FailNow calls it
+			*out = &Error{Class: errs.Panic, Op: "rank function", Rank: rank, Peer: NoValue, Tag: NoValue,
+				Detail: "the rank's goroutine exited through runtime.Goexit (t.FailNow or log.Fatal-like code?)"}
+			j.fail(rank, fmt.Sprintf("rank %d exited through runtime.Goexit", rank))
 		}
 	}()
 	err := fn(&Comm{core: world, rank: rank})
+	returned = true
 	if err != nil {
 		*out = err
-		j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue,
-			Detail: fmt.Sprintf("rank %d returned an error: %v", rank, err)})
+		j.fail(rank, fmt.Sprintf("rank %d returned an error: %v", rank, err))
 	}
+}
+
+// fail ends the job because a rank failed; waiting ranks get ErrProcFailed.
+func (j *job) fail(rank int, why string) {
+	j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue, Detail: why})
 }
 
 // joinRanks joins the ranks' errors in rank order, prefixing those that do not

@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"sync"
 	"sync/atomic"
 )
 
@@ -63,29 +62,25 @@ func (b *bucket) remove(r *Request) {
 	r.bnext = nil
 }
 
-// indexAt is the queue length past which a queue indexes its entries by envelope:
-// short queues are scanned (cheaper than hashing), long ones looked up in O(1).
+// indexAt is how many entries of other envelopes a search may pass before the queue
+// starts indexing its entries by envelope: short scans are cheaper than hashing (and
+// the common case, the head matching, costs nothing), long ones become O(1) lookups.
 const indexAt = 16
 
-// queue holds Requests in arrival (or post) order and, while it is long, also in one
-// bucket per exact envelope.
+// queue holds Requests in arrival (or post) order and, once a search has had to pass
+// many entries of other envelopes, also in one bucket per exact envelope, until it
+// empties again.
 type queue struct {
 	order list
 	n     int
-	index map[key]*bucket // nil while n <= indexAt
+	index map[key]*bucket // nil until needed
 }
 
 func (q *queue) push(r *Request) {
 	q.order.push(r)
 	q.n++
-	switch {
-	case q.index != nil:
+	if q.index != nil {
 		q.bucket(r.key).push(r)
-	case q.n > indexAt:
-		q.index = make(map[key]*bucket, 2*indexAt)
-		for e := q.order.head; e != nil; e = e.order.next {
-			q.bucket(e.key).push(e)
-		}
 	}
 }
 
@@ -117,16 +112,24 @@ func (q *queue) remove(r *Request) {
 
 // first returns the earliest entry whose envelope is exactly k.
 func (q *queue) first(k key) *Request {
-	if q.index != nil {
-		if b := q.index[k]; b != nil {
-			return b.head
+	if q.index == nil {
+		e := q.order.head
+		for i := 0; e != nil && i < indexAt; i++ {
+			if e.key == k {
+				return e
+			}
+			e = e.order.next
 		}
-		return nil
+		if e == nil {
+			return nil
+		}
+		q.index = make(map[key]*bucket, 2*indexAt)
+		for e := q.order.head; e != nil; e = e.order.next {
+			q.bucket(e.key).push(e)
+		}
 	}
-	for e := q.order.head; e != nil; e = e.order.next {
-		if e.key == k {
-			return e
-		}
+	if b := q.index[k]; b != nil {
+		return b.head
 	}
 	return nil
 }
@@ -144,29 +147,33 @@ func (q *queue) match(pat key) *Request {
 	return nil
 }
 
-// Endpoint is one rank's matching engine: its posted receives and the messages that
-// arrived before their receive. Senders lock the receiver's endpoint to match.
+// Endpoint is one rank's matching engine: its posted receives, the messages that
+// arrived before their receive, and an inbox where senders of small messages leave
+// them without taking the lock. Whoever holds the lock drains the inbox first.
+//
+// The layout keeps what different cores write on different cache lines.
 type Endpoint struct {
-	// What a sender touches to match a posted receive: one cache line.
-	mu     sync.Mutex
+	// Written by senders of small messages, polled by the rank's waiters.
+	inbox  atomic.Pointer[Request] // eager copies, newest first, through order.next
+	parked atomic.Int32            // the rank's goroutines parked until a drain
+	_      [52]byte
+
+	// Matching, under mu: what a sender touches to match a posted receive.
+	mu     spinLock
 	posted queue  // exact posted receives
 	wild   list   // posted receives with AnySource or AnyTag, in post order
 	seq    uint64 // post counter
 
-	// What a sender touches to queue an unexpected message: the next line.
-	unexp  queue
-	spare  *Request // recycled eager copies, through bnext
-	nspare int
-	held   int64 // bytes its queued eager copies hold
-	credit int64 // bytes of the process's pool this endpoint may hold
+	unexp    queue     // unexpected messages
+	returned int64     // pool bytes of received eager copies, not yet given back
+	probes   []*waiter // Probe calls waiting for a message
 
-	probes []*waiter    // Probe calls waiting for a message
-	bsend  *bsendBuf    // the buffer attached by this rank, if any
-	World  *World       //
+	bsend  *bsendBuf // the buffer attached by this rank, if any
+	World  *World
 	Rank   int          // rank in the world
-	_      [16]byte     // ends the line: spin below is the waiting rank's alone
+	credit atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
 	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
-	_      [56]byte     // pads the Endpoint to 256 bytes, whole cache lines
+	_      [24]byte     // pads the Endpoint to whole cache lines
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {
@@ -245,83 +252,4 @@ func (ep *Endpoint) withdraw(r *Request) bool {
 	}
 	ep.dequeue(r)
 	return true
-}
-
-// creditChunk is how much pool credit an endpoint takes from, or gives back to, the
-// process at a time, so that the shared counter is touched once per many messages.
-const creditChunk = 64 << 10
-
-// charge reserves n pool bytes for an eager copy queued here. Caller holds ep.mu.
-func (ep *Endpoint) charge(n int64) bool {
-	if need := ep.held + n - ep.credit; need > 0 {
-		need = max(need, creditChunk)
-		wd := ep.World
-		if wd.pooled.Add(need) > wd.cfg.PoolCap {
-			wd.pooled.Add(-need)
-			return false
-		}
-		ep.credit += need
-	}
-	ep.held += n
-	return true
-}
-
-// uncharge returns n pool bytes; credit beyond one spare chunk goes back to the
-// process, and all of it once the endpoint holds nothing while the pool is half used.
-// Caller holds ep.mu.
-func (ep *Endpoint) uncharge(n int64) {
-	ep.held -= n
-	keep := ep.held + creditChunk
-	wd := ep.World
-	if ep.held == 0 && 2*wd.pooled.Load() > wd.cfg.PoolCap {
-		keep = 0
-	}
-	if extra := ep.credit - keep; extra > 0 {
-		ep.credit -= extra
-		wd.pooled.Add(-extra)
-	}
-}
-
-// maxSpare bounds the eager copies an endpoint keeps for reuse.
-const maxSpare = 8
-
-// eagerCopy copies buf into a pool-charged message with envelope k, or returns nil
-// when the pool is full. recycle says whether the endpoint may reuse the message once
-// received; a user's request keeps pointing at its copy, for Cancel. Caller holds ep.mu.
-func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
-	charge := int64(len(buf)) + envelopeCharge
-	if !ep.charge(charge) {
-		return nil
-	}
-	m := ep.spare
-	if recycle && m != nil {
-		ep.spare, m.bnext = m.bnext, nil
-		ep.nspare--
-	} else {
-		m = &Request{}
-	}
-	if cap(m.store) < len(buf) {
-		m.store = make([]byte, len(buf))
-	}
-	m.setBuf(m.store[:len(buf)])
-	copy(m.store, buf)
-	m.kind, m.key, m.charge = eagerKind, k, charge
-	if recycle {
-		m.flags = pooled
-	}
-	return m
-}
-
-// release frees what a received or cancelled eager copy held. Caller holds ep.mu.
-func (ep *Endpoint) release(m *Request) {
-	if m.bseg != nil {
-		m.bseg.free(m.boff)
-		return
-	}
-	ep.uncharge(m.charge)
-	if m.flags&pooled != 0 && ep.nspare < maxSpare {
-		m.Reset()
-		m.bnext, ep.spare = ep.spare, m
-		ep.nspare++
-	}
 }

@@ -38,40 +38,36 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 	return err
 }
 
-// startSend takes a send as far as it goes without waiting: straight into a posted
-// receive (the sender, second to arrive, copies), into an eager or buffered copy, or
-// else onto the receiver's unexpected queue as r itself, for the receiver to copy
-// from buf and complete. It reports whether r was queued.
+// startSend takes a send as far as it goes without waiting: a small standard or
+// buffered send leaves an eager copy in the receiver's inbox; any other (or a small one
+// when the pool is full) locks the receiver, drains its inbox to keep the order, and
+// copies straight into a posted receive (the sender arrives second) or queues r itself
+// for the receiver to copy from buf and complete. It reports whether r was queued.
 func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Request, blocking bool) (bool, error) {
 	ep := c.Peers[dest]
 	k := key{c.Ctx, int32(me), int32(tag)}
 	var m *Request
-	if mode == Buffered {
+	switch {
+	case mode == Buffered:
 		var err error
 		if m, err = c.Peers[me].bufferedCopy(buf, k, dest); err != nil {
 			return false, err
 		}
-	}
-	ep.mu.Lock()
-	if rr := ep.takePosted(k); rr != nil {
-		ep.mu.Unlock()
-		if m != nil {
-			deliver(rr, m.buf(), k)
-			m.bseg.free(m.boff)
-		} else {
-			deliver(rr, buf, k)
-		}
-		return false, nil
-	}
-	if m == nil && mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit {
-		m = ep.eagerCopy(buf, k, blocking)
+	case mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit:
+		m = c.Peers[me].eagerCopy(buf, k, blocking)
 	}
 	if m != nil {
-		ep.queue(m)
-		ep.mu.Unlock()
 		if !blocking {
-			r.msg = m
+			r.msg, r.ep = m, ep // for Cancel
 		}
+		ep.push(m)
+		return false, nil
+	}
+	ep.mu.Lock()
+	ep.drain()
+	if rr := ep.takePosted(k); rr != nil {
+		ep.mu.Unlock()
+		deliver(rr, buf, k)
 		return false, nil
 	}
 	r.kind, r.mode, r.key = sendKind, mode, k
@@ -83,7 +79,7 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 
 // deliver copies message data with envelope k into the posted receive r and completes it.
 func deliver(r *Request, data []byte, k key) {
-	copy(r.buf(), data)
+	copyShared(r.buf(), data, r)
 	r.key, r.mlen = k, len(data)
 	r.fire()
 }
@@ -101,7 +97,7 @@ func (ep *Endpoint) take(m *Request, r *Request) {
 		return
 	}
 	ep.mu.Unlock()
-	copy(r.buf(), m.buf())
+	copyShared(r.buf(), m.buf(), m)
 	m.fire() // the sender may reuse its buffer: m is no longer ours
 }
 
@@ -142,6 +138,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
 	r.setBuf(buf)
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
+	ep.drain()
 	if m := ep.unexp.match(pat); m != nil {
 		ep.take(m, r)
 		return false
@@ -195,10 +192,10 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 		}
 		return -1
 	}
-	if i := done(); i >= 0 || ep.spinFor(func() bool { return done() >= 0 }) {
+	if i := done(); i >= 0 || ep.spinFor(func() bool { ep.Progress(); return done() >= 0 }) {
 		return done(), nil
 	}
-	if ep.World.park(rs) {
+	if ep.park(rs) {
 		return done(), nil
 	}
 	for _, r := range rs {
@@ -214,8 +211,9 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 // cancelled by withdrawing that copy.
 func Cancel(r *Request) {
 	if m := r.msg; m != nil {
-		ep := m.ep
+		ep := r.ep
 		ep.mu.Lock()
+		ep.drain()
 		if m.where != nowhere {
 			ep.dequeue(m)
 			ep.release(m)
@@ -240,18 +238,23 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	for {
+		ep.drain()
 		if m, st := ep.peek(pat, take); m != nil {
 			return m, st, nil
 		}
 		ep.probes = append(ep.probes, w)
+		ep.parked.Add(1)
 		ep.mu.Unlock()
 		var aborted bool
-		select {
-		case <-w.ch:
-		case <-c.World.abort:
-			aborted = true
+		if ep.inbox.Load() == nil {
+			select {
+			case <-w.ch:
+			case <-c.World.abort:
+				aborted = true
+			}
 		}
 		ep.mu.Lock()
+		ep.parked.Add(-1)
 		ep.probes = slices.DeleteFunc(ep.probes, func(x *waiter) bool { return x == w })
 		if aborted {
 			return nil, Status{}, ErrAborted
@@ -264,6 +267,7 @@ func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status) {
 	ep := c.Peers[me]
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	ep.drain()
 	return ep.peek(key{c.Ctx, int32(src), int32(tag)}, take)
 }
 
@@ -290,4 +294,13 @@ func Mrecv(m *Request, buf []byte) Status {
 	m.ep.take(m, &r)
 	st, _ := r.Result()
 	return st
+}
+
+// Progress drains the inbox of ep, so that a Test can see receives complete.
+func (ep *Endpoint) Progress() {
+	if ep.inbox.Load() != nil {
+		ep.mu.Lock()
+		ep.drain()
+		ep.mu.Unlock()
+	}
 }

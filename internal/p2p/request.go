@@ -95,11 +95,16 @@ type Request struct {
 	charge int64                  // bytes charged to the eager pool
 	err    error
 
-	// The third line is the owner's, written at every post.
-	seq   uint64    // post order, to choose between an exact and a wildcard receive
-	ep    *Endpoint // endpoint that queues (or queued) it
-	store []byte    // backing array of an eager copy, kept across reuse
-	_     [24]byte  // pads the Request to 192 bytes, a size class of whole cache lines
+	// The third line is the owner's, written at every post; an eager copy carries a
+	// small message's data in it instead, so its receiver reads just two lines.
+	seq    uint64    // post order, to choose between an exact and a wildcard receive
+	ep     *Endpoint // endpoint that queues (or queued) it
+	store  []byte    // backing array of an eager copy, kept across reuse
+	inline [24]byte  // the data of a small eager copy
+
+	// The fourth line is read by a waiter that spins: a large copy it may help with.
+	job atomic.Pointer[copyJob]
+	_   [56]byte // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -123,7 +128,13 @@ func (r *Request) Reset() {
 		r.waiter.Store(nil) // only when dirty: the line is read by the next completer
 		r.bnext, r.msg, r.bseg, r.boff, r.charge, r.err = nil, nil, nil, 0, 0, nil
 	}
-	r.seq, r.ep, r.store = 0, nil, store
+	if r.job.Load() != nil {
+		r.job.Store(nil)
+	}
+	if r.seq != 0 || r.ep != nil {
+		r.seq, r.ep = 0, nil
+	}
+	r.store = store
 }
 
 func (r *Request) setBuf(b []byte) {

@@ -26,7 +26,7 @@ const spinCheck = 256
 // spinner may share its P with the very goroutine it waits for (a wake-up puts the
 // woken goroutine on the waker's P); yielding lets that one run, and lets the
 // scheduler move the spinner to an idle P, after which hand-offs are pure spins.
-const yieldEvery = 2 * time.Microsecond
+const yieldEvery = 500 * time.Nanosecond
 
 // spinFloor is the least an adaptive spin budget shrinks to, so that it can grow back.
 const spinFloor = time.Microsecond
@@ -77,17 +77,20 @@ func (ep *Endpoint) spinFor(cond func() bool) bool {
 	return false
 }
 
-// park blocks until any of rs has completed or the world aborts; it returns false on
-// abort. It registers one waiter on every request, so callers that need all of many
-// requests should wait for them one at a time.
-func (wd *World) park(rs []*Request) bool {
+// park blocks a rank of ep until any of rs has completed or the world aborts; it
+// returns false on abort. While parked it counts in ep.parked, so that senders of
+// small messages drain the inbox for it. It registers one waiter on every request,
+// so callers that need all of many requests should wait for them one at a time.
+func (ep *Endpoint) park(rs []*Request) bool {
 	w := waiters.Get().(*waiter)
 	for _, r := range rs {
 		r.waiter.Store(w)
 	}
+	ep.parked.Add(1)
 	ok := true
 loop:
 	for {
+		ep.Progress()
 		for _, r := range rs {
 			if r.Done() {
 				break loop
@@ -95,11 +98,12 @@ loop:
 		}
 		select {
 		case <-w.ch:
-		case <-wd.abort:
+		case <-ep.World.abort:
 			ok = false
 			break loop
 		}
 	}
+	ep.parked.Add(-1)
 	for _, r := range rs {
 		r.waiter.CompareAndSwap(w, nil)
 	}
@@ -107,12 +111,25 @@ loop:
 	return ok
 }
 
-// await waits for r on behalf of a rank of ep: a spin, then parking. It returns
-// false on abort.
+// await waits for r on behalf of a rank of ep: a spin, then parking. Both drain the
+// inbox when something arrives in it; the spin also helps copy a large message into
+// or out of r. It returns false on abort.
 func (ep *Endpoint) await(r *Request) bool {
-	if r.Done() || ep.spinFor(r.Done) {
+	if r.Done() {
+		return true
+	}
+	ready := func() bool {
+		if j := r.job.Load(); j != nil {
+			j.help()
+		}
+		if ep.inbox.Load() != nil {
+			ep.Progress()
+		}
+		return r.Done()
+	}
+	if ep.spinFor(ready) {
 		return true
 	}
 	rs := [1]*Request{r}
-	return ep.World.park(rs[:])
+	return ep.park(rs[:])
 }

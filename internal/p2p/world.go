@@ -39,6 +39,7 @@ type World struct {
 	cfg       Config
 	Endpoints []*Endpoint   // by world rank
 	pooled    atomic.Int64  // pool credit handed out to endpoints
+	chunk     int64         // how much credit moves between the process and an endpoint at a time
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
 }
@@ -46,6 +47,8 @@ type World struct {
 // NewWorld makes the endpoints of n ranks.
 func NewWorld(n int, cfg Config) *World {
 	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{})}
+	// Credit idle in endpoints is lost to the others: keep it a small share of the cap.
+	wd.chunk = min(max(cfg.PoolCap/int64(8*n), 4*envelopeCharge), 64<<10)
 	// Endpoints must start on cache lines. Small heap objects do (their size classes
 	// are whole lines), and so do large ones (whole pages); the arrays in between carry
 	// an 8-byte allocation header, so a small world allocates its endpoints one by one.

@@ -1,0 +1,126 @@
+package p2p
+
+import "sync"
+
+// Small messages travel through the receiver's inbox: the sender copies the data
+// into an eager copy and pushes it with one compare-and-swap, without the receiver's
+// lock; the receiver (or any sender that takes the lock) drains the inbox in arrival
+// order, matching each copy against the posted receives. A hand-off then moves about
+// three cache lines between cores, and a sender running ahead of its receiver touches
+// only the inbox line.
+
+var copies = sync.Pool{New: func() any { return new(Request) }}
+
+// push leaves the eager copy m in ep's inbox and, when a rank of ep is parked waiting
+// for a drain, drains it for them.
+func (ep *Endpoint) push(m *Request) {
+	for {
+		head := ep.inbox.Load()
+		m.order.next = head
+		if ep.inbox.CompareAndSwap(head, m) {
+			break
+		}
+	}
+	// A parker stores parked then loads the inbox; we store the inbox then load
+	// parked: one of us sees the other, so no message is left undrained.
+	if ep.parked.Load() > 0 {
+		ep.mu.Lock()
+		ep.drain()
+		ep.mu.Unlock()
+	}
+}
+
+// drain moves the inbox into the engine in arrival order: each copy goes into the
+// earliest matching posted receive, or onto the unexpected queue. Caller holds ep.mu.
+func (ep *Endpoint) drain() {
+	if ep.inbox.Load() == nil {
+		return
+	}
+	var fifo *Request
+	for m := ep.inbox.Swap(nil); m != nil; {
+		next := m.order.next
+		m.order.next = fifo
+		fifo, m = m, next
+	}
+	for m := fifo; m != nil; {
+		next := m.order.next
+		m.order.next = nil
+		if r := ep.takePosted(m.key); r != nil {
+			deliver(r, m.buf(), m.key)
+			ep.release(m)
+		} else {
+			ep.queue(m)
+		}
+		m = next
+	}
+}
+
+// eagerCopy copies buf into a message with envelope k whose bytes are charged to the
+// pool credit of the sending rank ep, or returns nil when the pool is full. recycle
+// says whether it may be reused once received; a user's request keeps pointing at its
+// copy, for Cancel.
+func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
+	charge := int64(len(buf)) + envelopeCharge
+	if !ep.reserve(charge) {
+		return nil
+	}
+	var m *Request
+	if recycle {
+		m = copies.Get().(*Request)
+		m.flags = pooled
+	} else {
+		m = new(Request)
+	}
+	switch {
+	case len(buf) <= len(m.inline):
+		m.setBuf(m.inline[:len(buf)])
+	case cap(m.store) < len(buf):
+		m.store = make([]byte, len(buf))
+		fallthrough
+	default:
+		m.setBuf(m.store[:len(buf)])
+	}
+	copy(m.buf(), buf)
+	m.kind, m.key, m.charge = eagerKind, k, charge
+	return m
+}
+
+// release frees what a received or cancelled eager or buffered copy held, at its
+// receiver ep. Caller holds ep.mu.
+func (ep *Endpoint) release(m *Request) {
+	if m.bseg != nil {
+		m.bseg.free(m.boff)
+		return
+	}
+	ep.returned += m.charge
+	if ep.returned >= ep.World.chunk {
+		ep.World.pooled.Add(-ep.returned)
+		ep.returned = 0
+	}
+	if m.flags&pooled != 0 {
+		m.Reset()
+		copies.Put(m)
+	}
+}
+
+// reserve takes n bytes of pool credit for the sending rank ep. Credit comes from the
+// process in chunks and returns from the receivers in chunks, so that the shared
+// counter is touched once per many messages; the cap bounds it all.
+func (ep *Endpoint) reserve(n int64) bool {
+	wd := ep.World
+	for {
+		c := ep.credit.Load()
+		if c >= n {
+			if ep.credit.CompareAndSwap(c, c-n) {
+				return true
+			}
+			continue
+		}
+		grant := max(wd.chunk, n)
+		if wd.pooled.Add(grant) > wd.cfg.PoolCap {
+			wd.pooled.Add(-grant)
+			return false
+		}
+		ep.credit.Add(grant)
+	}
+}
