@@ -60,8 +60,7 @@ func (ep *Endpoint) drain() {
 // says whether it may be reused once received; a user's request keeps pointing at its
 // copy, for Cancel.
 func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
-	charge := int64(len(buf)) + envelopeCharge
-	if !ep.reserve(charge) {
+	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
 	var m *Request
@@ -81,7 +80,7 @@ func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
 		m.setBuf(m.store[:len(buf)])
 	}
 	copy(m.buf(), buf)
-	m.kind, m.key, m.charge = eagerKind, k, charge
+	m.kind, m.key = eagerKind, k
 	return m
 }
 
@@ -92,7 +91,7 @@ func (ep *Endpoint) release(m *Request) {
 		m.bseg.free(m.boff)
 		return
 	}
-	ep.returned += m.charge
+	ep.returned += chargeOf(m.blen)
 	if ep.returned >= ep.World.chunk {
 		ep.World.pooled.Add(-ep.returned)
 		ep.returned = 0
@@ -124,3 +123,7 @@ func (ep *Endpoint) reserve(n int64) bool {
 		ep.credit.Add(grant)
 	}
 }
+
+// chargeOf is what an eager copy of n bytes costs the pool: even an empty message
+// holds an envelope, so the cap bounds their number too.
+func chargeOf(n int) int64 { return int64(n) + envelopeCharge }

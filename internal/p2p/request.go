@@ -92,8 +92,8 @@ type Request struct {
 	msg    *Request               // a send's eager copy at the receiver, while it may still be cancelled
 	bseg   *bsendBuf              // attached buffer to release once the copy is received
 	boff   int                    // offset of the copy in bseg
-	charge int64                  // bytes charged to the eager pool
 	err    error
+	_      [8]byte
 
 	// The third line is the owner's, written at every post; an eager copy carries a
 	// small message's data in it instead, so its receiver reads just two lines.
@@ -124,9 +124,9 @@ func (r *Request) Reset() {
 	r.order, r.key, r.where, r.kind, r.mode, r.flags = links{}, key{}, nowhere, 0, 0, 0
 	r.bufp, r.blen, r.mlen = nil, 0, 0
 	r.done.Store(0)
-	if r.waiter.Load() != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.charge != 0 || r.err != nil {
+	if r.waiter.Load() != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.waiter.Store(nil) // only when dirty: the line is read by the next completer
-		r.bnext, r.msg, r.bseg, r.boff, r.charge, r.err = nil, nil, nil, 0, 0, nil
+		r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, 0, nil
 	}
 	if r.job.Load() != nil {
 		r.job.Store(nil)
