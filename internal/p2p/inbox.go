@@ -1,6 +1,9 @@
 package p2p
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // Small messages travel through the receiver's inbox: the sender copies the data
 // into an eager copy and pushes it with one compare-and-swap, without the receiver's
@@ -24,17 +27,16 @@ func (ep *Endpoint) push(m *Request) {
 	// A parker stores parked then loads the inbox; we store the inbox then load
 	// parked: one of us sees the other, so no message is left undrained.
 	if ep.parked.Load() > 0 {
-		ep.mu.Lock()
-		ep.drain()
-		ep.mu.Unlock()
+		ep.Progress()
 	}
 }
 
 // drain moves the inbox into the engine in arrival order: each copy goes into the
-// earliest matching posted receive, or onto the unexpected queue. Caller holds ep.mu.
-func (ep *Endpoint) drain() {
+// earliest matching posted receive, or onto the unexpected queue. It returns how many
+// receives it completed. Caller holds ep.mu.
+func (ep *Endpoint) drain() (completed int) {
 	if ep.inbox.Load() == nil {
-		return
+		return 0
 	}
 	var fifo *Request
 	for m := ep.inbox.Swap(nil); m != nil; {
@@ -48,10 +50,32 @@ func (ep *Endpoint) drain() {
 		if r := ep.takePosted(m.key); r != nil {
 			deliver(r, m.buf(), m.key)
 			ep.release(m)
+			completed++
 		} else {
 			ep.queue(m)
 		}
 		m = next
+	}
+	return completed
+}
+
+// Progress drains the inbox of ep.
+func (ep *Endpoint) Progress() { ep.progress(nil) }
+
+// progress drains the inbox of ep. When that completes receives other than own, it
+// yields the processor: a goroutine woken by it waits on this P until we do.
+func (ep *Endpoint) progress(own *Request) {
+	if ep.inbox.Load() == nil {
+		return
+	}
+	ep.mu.Lock()
+	n := ep.drain()
+	ep.mu.Unlock()
+	if own != nil && own.Done() {
+		n--
+	}
+	if n > 0 {
+		runtime.Gosched()
 	}
 }
 
@@ -91,9 +115,10 @@ func (ep *Endpoint) release(m *Request) {
 		m.bseg.free(m.boff)
 		return
 	}
+	wd := ep.World
 	ep.returned += chargeOf(m.blen)
-	if ep.returned >= ep.World.chunk {
-		ep.World.pooled.Add(-ep.returned)
+	if ep.returned >= wd.chunk || 2*wd.pooled.Load() > wd.cfg.PoolCap {
+		wd.pooled.Add(-ep.returned)
 		ep.returned = 0
 	}
 	if m.flags&pooled != 0 {
@@ -104,7 +129,8 @@ func (ep *Endpoint) release(m *Request) {
 
 // reserve takes n bytes of pool credit for the sending rank ep. Credit comes from the
 // process in chunks and returns from the receivers in chunks, so that the shared
-// counter is touched once per many messages; the cap bounds it all.
+// counter is touched once per many messages. When the cap is reached, credit idle in
+// endpoints is swept back first: the cap bounds the bytes held, not the credit lent.
 func (ep *Endpoint) reserve(n int64) bool {
 	wd := ep.World
 	for {
@@ -116,12 +142,37 @@ func (ep *Endpoint) reserve(n int64) bool {
 			continue
 		}
 		grant := max(wd.chunk, n)
-		if wd.pooled.Add(grant) > wd.cfg.PoolCap {
-			wd.pooled.Add(-grant)
-			return false
+		if !wd.lend(grant) {
+			if grant = n; !wd.lend(n) && (!wd.sweep() || !wd.lend(n)) {
+				return false
+			}
 		}
 		ep.credit.Add(grant)
 	}
+}
+
+// lend hands out n bytes of pool credit if the cap allows.
+func (wd *World) lend(n int64) bool {
+	if wd.pooled.Add(n) > wd.cfg.PoolCap {
+		wd.pooled.Add(-n)
+		return false
+	}
+	return true
+}
+
+// sweep takes back the credit that endpoints hold unused; it reports whether it ran
+// (one sweep at a time: the others fail over to waiting for their receivers).
+func (wd *World) sweep() bool {
+	if wd.sweeping.Swap(true) {
+		return false
+	}
+	for _, ep := range wd.Endpoints {
+		if c := ep.credit.Swap(0); c != 0 {
+			wd.pooled.Add(-c)
+		}
+	}
+	wd.sweeping.Store(false)
+	return true
 }
 
 // chargeOf is what an eager copy of n bytes costs the pool: even an empty message

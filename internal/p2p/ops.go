@@ -295,12 +295,3 @@ func Mrecv(m *Request, buf []byte) Status {
 	st, _ := r.Result()
 	return st
 }
-
-// Progress drains the inbox of ep, so that a Test can see receives complete.
-func (ep *Endpoint) Progress() {
-	if ep.inbox.Load() != nil {
-		ep.mu.Lock()
-		ep.drain()
-		ep.mu.Unlock()
-	}
-}

@@ -122,9 +122,7 @@ func (ep *Endpoint) await(r *Request) bool {
 		if j := r.job.Load(); j != nil {
 			j.help()
 		}
-		if ep.inbox.Load() != nil {
-			ep.Progress()
-		}
+		ep.progress(r)
 		return r.Done()
 	}
 	if ep.spinFor(ready) {

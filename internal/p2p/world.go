@@ -40,6 +40,7 @@ type World struct {
 	Endpoints []*Endpoint   // by world rank
 	pooled    atomic.Int64  // pool credit handed out to endpoints
 	chunk     int64         // how much credit moves between the process and an endpoint at a time
+	sweeping  atomic.Bool   // a sweep of idle credit is running
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
 }
