@@ -25,12 +25,15 @@ const (
 // slice that they complete to nil, as MPI sets them to MPI_REQUEST_NULL (persistent
 // requests stay, inactive). Using a completed non-persistent request through another
 // copy of the pointer is an ErrRequest error, as is using a freed one.
+//
+// A Request is 320 bytes, a size class of whole cache lines, so that the engine's
+// request inside it starts on a line.
 type Request struct {
 	r          p2p.Request
 	c          *Comm
 	op         string
-	peer, tag  int
 	buf        []byte
+	peer, tag  int32
 	mode       p2p.Mode
 	recv       bool
 	persistent bool
@@ -39,7 +42,7 @@ type Request struct {
 }
 
 func newRequest(c *Comm, op string, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
-	r := &Request{c: c, op: op, buf: b, peer: peer, tag: tag, recv: recv, mode: mode, persistent: persistent}
+	r := &Request{c: c, op: op, buf: b, peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
 	if persistent {
 		r.state = inactive
 	}
@@ -51,13 +54,14 @@ func (r *Request) start() error {
 	c := r.c
 	r.r.Reset()
 	r.state = active
+	peer, tag := int(r.peer), int(r.tag)
 	if r.recv {
-		c.core.Irecv(c.rank, r.buf, r.peer, r.tag, &r.r)
+		c.core.Irecv(c.rank, r.buf, peer, tag, &r.r)
 		return nil
 	}
-	if err := c.core.Isend(c.rank, r.buf, r.peer, r.tag, r.mode, &r.r); err != nil {
+	if err := c.core.Isend(c.rank, r.buf, peer, tag, r.mode, &r.r); err != nil {
 		r.state = inactive
-		return c.failed(err, r.op, r.peer, r.tag)
+		return c.failed(err, r.op, peer, tag)
 	}
 	return nil
 }
@@ -168,13 +172,14 @@ func (r *Request) finish(err error) (Status, error) {
 		err = rerr
 	}
 	var s Status
+	peer, tag := int(r.peer), int(r.tag)
 	if r.recv {
-		s, err = r.c.received(st, err, r.op, r.peer, r.tag)
+		s, err = r.c.received(st, err, r.op, peer, tag)
 	} else {
 		if err != nil {
-			err = r.c.failed(err, r.op, r.peer, r.tag)
+			err = r.c.failed(err, r.op, peer, tag)
 		}
-		s = Status{Source: r.peer, Tag: r.tag, Cancelled: st.Cancelled, Err: err}
+		s = Status{Source: peer, Tag: tag, Cancelled: st.Cancelled, Err: err}
 	}
 	if r.persistent {
 		r.state = inactive

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/weft-mpi/weft/mpi"
 )
@@ -997,5 +998,13 @@ func TestCancelMatched(t *testing.T) {
 					return nil
 				}))
 		})
+	}
+}
+
+// TestRequestSize pins the size that keeps the engine's request inside a Request on a
+// cache line: 320 bytes is a size class of whole lines.
+func TestRequestSize(t *testing.T) {
+	if got := unsafe.Sizeof(mpi.Request{}); got != 320 {
+		t.Fatalf("a Request is %d bytes, want 320", got)
 	}
 }

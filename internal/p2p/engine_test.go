@@ -91,7 +91,7 @@ func TestPoolCreditReturns(t *testing.T) {
 	sent := 0
 	for ; sent < 20; sent++ {
 		r := new(Request)
-		queued, err := c.startSend(0, big, 1, 0, Standard, r, true)
+		queued, err := c.startSend(0, big, 1, 0, Standard, r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,20 +80,14 @@ func (ep *Endpoint) progress(own *Request) {
 }
 
 // eagerCopy copies buf into a message with envelope k whose bytes are charged to the
-// pool credit of the sending rank ep, or returns nil when the pool is full. recycle
-// says whether it may be reused once received; a user's request keeps pointing at its
-// copy, for Cancel.
-func (ep *Endpoint) eagerCopy(buf []byte, k key, recycle bool) *Request {
+// pool credit of the sending rank ep, or returns nil when the pool is full. The copy
+// is recycled once received.
+func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
-	var m *Request
-	if recycle {
-		m = copies.Get().(*Request)
-		m.flags = pooled
-	} else {
-		m = new(Request)
-	}
+	m := copies.Get().(*Request)
+	m.flags = pooled
 	switch {
 	case len(buf) <= len(m.inline):
 		m.setBuf(m.inline[:len(buf)])
@@ -122,6 +116,7 @@ func (ep *Endpoint) release(m *Request) {
 		ep.returned = 0
 	}
 	if m.flags&pooled != 0 {
+		m.gen.Add(1) // a Cancel holding the old incarnation now leaves it alone
 		m.Reset()
 		copies.Put(m)
 	}

@@ -14,7 +14,7 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 		return nil
 	}
 	r := getReq()
-	queued, err := c.startSend(me, buf, dest, tag, mode, r, true)
+	queued, err := c.startSend(me, buf, dest, tag, mode, r)
 	if queued {
 		err = c.Peers[me].Wait(r)
 	}
@@ -30,7 +30,7 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 		r.fire()
 		return nil
 	}
-	queued, err := c.startSend(me, buf, dest, tag, mode, r, false)
+	queued, err := c.startSend(me, buf, dest, tag, mode, r)
 	if !queued {
 		r.err = err
 		r.fire()
@@ -43,7 +43,7 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 // when the pool is full) locks the receiver, drains its inbox to keep the order, and
 // copies straight into a posted receive (the sender arrives second) or queues r itself
 // for the receiver to copy from buf and complete. It reports whether r was queued.
-func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Request, blocking bool) (bool, error) {
+func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Request) (bool, error) {
 	ep := c.Peers[dest]
 	k := key{c.Ctx, int32(me), int32(tag)}
 	var m *Request
@@ -54,12 +54,10 @@ func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Reques
 			return false, err
 		}
 	case mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit:
-		m = c.Peers[me].eagerCopy(buf, k, blocking)
+		m = c.Peers[me].eagerCopy(buf, k)
 	}
 	if m != nil {
-		if !blocking {
-			r.msg, r.ep = m, ep // for Cancel
-		}
+		r.msg, r.msgGen, r.ep = m, m.gen.Load(), ep // for Cancel
 		ep.push(m)
 		return false, nil
 	}
@@ -214,7 +212,7 @@ func Cancel(r *Request) {
 		ep := r.ep
 		ep.mu.Lock()
 		ep.drain()
-		if m.where != nowhere {
+		if m.gen.Load() == r.msgGen && m.where != nowhere {
 			ep.dequeue(m)
 			ep.release(m)
 			r.flags |= cancelled

@@ -93,7 +93,8 @@ type Request struct {
 	bseg   *bsendBuf              // attached buffer to release once the copy is received
 	boff   int                    // offset of the copy in bseg
 	err    error
-	_      [8]byte
+	gen    atomic.Uint32 // an eager copy's incarnation, bumped each time it is recycled
+	msgGen uint32        // the incarnation of msg that this send made
 
 	// The third line is the owner's, written at every post; an eager copy carries a
 	// small message's data in it instead, so its receiver reads just two lines.
@@ -124,8 +125,11 @@ func (r *Request) Reset() {
 	r.order, r.key, r.where, r.kind, r.mode, r.flags = links{}, key{}, nowhere, 0, 0, 0
 	r.bufp, r.blen, r.mlen = nil, 0, 0
 	r.done.Store(0)
-	if r.waiter.Load() != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
-		r.waiter.Store(nil) // only when dirty: the line is read by the next completer
+	// The second line only when dirty: it is read by the next completer.
+	if r.waiter.Load() != nil {
+		r.waiter.Store(nil)
+	}
+	if r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, 0, nil
 	}
 	if r.job.Load() != nil {
