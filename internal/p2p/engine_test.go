@@ -91,11 +91,14 @@ func TestPoolCreditReturns(t *testing.T) {
 	sent := 0
 	for ; sent < 20; sent++ {
 		r := new(Request)
-		queued, err := c.startSend(0, big, 1, 0, Standard, r)
+		m, err := c.sendCopy(0, big, 1, 0, Standard, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if queued { // the pool is full: the send waits for its receiver
+		if m == nil { // the pool is full: the send waits for its receiver
+			if !c.sendDirect(0, big, 1, 0, Standard, r) {
+				t.Fatal("the direct send did not queue")
+			}
 			if !wd.Endpoints[1].withdraw(r) {
 				t.Fatal("the queued send was not in the receiver's queue")
 			}

@@ -81,7 +81,8 @@ func (ep *Endpoint) progress(own *Request) {
 
 // eagerCopy copies buf into a message with envelope k whose bytes are charged to the
 // pool credit of the sending rank ep, or returns nil when the pool is full. The copy
-// is recycled once received.
+// is recycled once received, without a Reset: this sets every field a copy uses, and
+// the queues leave the others as they were (where nowhere, bnext nil).
 func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
@@ -116,9 +117,10 @@ func (ep *Endpoint) release(m *Request) {
 		ep.returned = 0
 	}
 	if m.flags&pooled != 0 {
-		m.gen.Add(1) // a Cancel holding the old incarnation now leaves it alone
-		m.Reset()
-		copies.Put(m)
+		if m.flags&cancellable != 0 {
+			m.gen.Add(1) // a Cancel holding the old incarnation now leaves it alone
+		}
+		copies.Put(m) // eagerCopy sets every field a copy uses: no Reset on this core
 	}
 }
 

@@ -13,12 +13,16 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if dest == ProcNull {
 		return nil
 	}
+	if m, err := c.sendCopy(me, buf, dest, tag, mode, nil); m != nil || err != nil {
+		return err
+	}
 	r := getReq()
-	queued, err := c.startSend(me, buf, dest, tag, mode, r)
+	var err error
+	queued := c.sendDirect(me, buf, dest, tag, mode, r)
 	if queued {
 		err = c.Peers[me].Wait(r)
 	}
-	if !queued || r.Done() {
+	if !queued || r.Done() { // else a receiver's Mprobe holds it after an abort
 		putReq(r)
 	}
 	return err
@@ -30,49 +34,62 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 		r.fire()
 		return nil
 	}
-	queued, err := c.startSend(me, buf, dest, tag, mode, r)
-	if !queued {
-		r.err = err
-		r.fire()
+	m, err := c.sendCopy(me, buf, dest, tag, mode, r)
+	if m == nil && err == nil && c.sendDirect(me, buf, dest, tag, mode, r) {
+		return nil // queued: the receiver completes r
 	}
+	r.err = err
+	r.fire()
 	return err
 }
 
-// startSend takes a send as far as it goes without waiting: a small standard or
-// buffered send leaves an eager copy in the receiver's inbox; any other (or a small one
-// when the pool is full) locks the receiver, drains its inbox to keep the order, and
-// copies straight into a posted receive (the sender arrives second) or queues r itself
-// for the receiver to copy from buf and complete. It reports whether r was queued.
-func (c *Comm) startSend(me int, buf []byte, dest, tag int, mode Mode, r *Request) (bool, error) {
-	ep := c.Peers[dest]
+// sendCopy sends a small standard send, or a buffered one, as a copy left in the
+// receiver's inbox: the sender returns at once. It returns nil when the send must
+// go directly instead (synchronous, large, or the pool full). A user's request r, if
+// given, remembers the copy so that Cancel can withdraw it.
+func (c *Comm) sendCopy(me int, buf []byte, dest, tag int, mode Mode, r *Request) (*Request, error) {
 	k := key{c.Ctx, int32(me), int32(tag)}
 	var m *Request
 	switch {
 	case mode == Buffered:
 		var err error
 		if m, err = c.Peers[me].bufferedCopy(buf, k, dest); err != nil {
-			return false, err
+			return nil, err
 		}
 	case mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit:
 		m = c.Peers[me].eagerCopy(buf, k)
 	}
-	if m != nil {
-		r.msg, r.msgGen, r.ep = m, m.gen.Load(), ep // for Cancel
-		ep.push(m)
-		return false, nil
+	if m == nil {
+		return nil, nil
 	}
+	ep := c.Peers[dest]
+	if r != nil {
+		m.flags |= cancellable
+		r.msg, r.msgGen, r.ep = m, m.gen.Load(), ep
+	}
+	ep.push(m)
+	return m, nil
+}
+
+// sendDirect locks the receiver, drains its inbox (so that an earlier small message
+// from the same sender matches first) and copies buf straight into the earliest
+// matching posted receive (the sender arrives second), or else queues r for the
+// receiver to copy from buf and complete. It reports whether r was queued.
+func (c *Comm) sendDirect(me int, buf []byte, dest, tag int, mode Mode, r *Request) bool {
+	ep := c.Peers[dest]
+	k := key{c.Ctx, int32(me), int32(tag)}
 	ep.mu.Lock()
 	ep.drain()
 	if rr := ep.takePosted(k); rr != nil {
 		ep.mu.Unlock()
 		deliver(rr, buf, k)
-		return false, nil
+		return false
 	}
 	r.kind, r.mode, r.key = sendKind, mode, k
 	r.setBuf(buf)
 	ep.queue(r)
 	ep.mu.Unlock()
-	return true, nil
+	return true
 }
 
 // deliver copies message data with envelope k into the posted receive r and completes it.

@@ -40,9 +40,10 @@ const (
 type flags uint8
 
 const (
-	probed    flags = 1 << iota // taken out of the queue by Mprobe, not yet received
-	pooled                      // recycled by its endpoint once received
-	cancelled                   // withdrawn by Cancel
+	probed      flags = 1 << iota // taken out of the queue by Mprobe, not yet received
+	pooled                        // recycled by its endpoint once received
+	cancelled                     // withdrawn by Cancel
+	cancellable                   // an eager copy that an Isend may still withdraw
 )
 
 // key is a message envelope: communicator context, source rank in it, and tag.
