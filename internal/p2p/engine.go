@@ -8,9 +8,9 @@ import (
 type list struct{ head, tail *Request }
 
 func (l *list) push(r *Request) {
-	r.order.prev, r.order.next = l.tail, nil
+	r.prev, r.next = l.tail, nil
 	if l.tail != nil {
-		l.tail.order.next = r
+		l.tail.next = r
 	} else {
 		l.head = r
 	}
@@ -18,17 +18,17 @@ func (l *list) push(r *Request) {
 }
 
 func (l *list) remove(r *Request) {
-	if r.order.prev != nil {
-		r.order.prev.order.next = r.order.next
+	if r.prev != nil {
+		r.prev.next = r.next
 	} else {
-		l.head = r.order.next
+		l.head = r.next
 	}
-	if r.order.next != nil {
-		r.order.next.order.prev = r.order.prev
+	if r.next != nil {
+		r.next.prev = r.prev
 	} else {
-		l.tail = r.order.prev
+		l.tail = r.prev
 	}
-	r.order = links{}
+	r.next, r.prev = nil, nil
 }
 
 // bucket is a singly linked FIFO of the Requests of one envelope, through bnext.
@@ -118,13 +118,13 @@ func (q *queue) first(k key) *Request {
 			if e.key == k {
 				return e
 			}
-			e = e.order.next
+			e = e.next
 		}
 		if e == nil {
 			return nil
 		}
 		q.index = make(map[key]*bucket, 2*indexAt)
-		for e := q.order.head; e != nil; e = e.order.next {
+		for e := q.order.head; e != nil; e = e.next {
 			q.bucket(e.key).push(e)
 		}
 	}
@@ -139,7 +139,7 @@ func (q *queue) match(pat key) *Request {
 	if !wildcard(pat) {
 		return q.first(pat)
 	}
-	for e := q.order.head; e != nil; e = e.order.next {
+	for e := q.order.head; e != nil; e = e.next {
 		if matches(pat, e.key) {
 			return e
 		}
@@ -205,7 +205,7 @@ func (ep *Endpoint) post(r *Request) {
 // or nil. Caller holds ep.mu.
 func (ep *Endpoint) takePosted(k key) *Request {
 	r := ep.posted.first(k)
-	for w := ep.wild.head; w != nil; w = w.order.next {
+	for w := ep.wild.head; w != nil; w = w.next {
 		if r != nil && w.seq > r.seq {
 			break
 		}

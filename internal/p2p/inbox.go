@@ -19,7 +19,7 @@ var copies = sync.Pool{New: func() any { return new(Request) }}
 func (ep *Endpoint) push(m *Request) {
 	for {
 		head := ep.inbox.Load()
-		m.order.next = head
+		m.next = head
 		if ep.inbox.CompareAndSwap(head, m) {
 			break
 		}
@@ -40,13 +40,13 @@ func (ep *Endpoint) drain() (completed int) {
 	}
 	var fifo *Request
 	for m := ep.inbox.Swap(nil); m != nil; {
-		next := m.order.next
-		m.order.next = fifo
+		next := m.next
+		m.next = fifo
 		fifo, m = m, next
 	}
 	for m := fifo; m != nil; {
-		next := m.order.next
-		m.order.next = nil
+		next := m.next
+		m.next = nil
 		if r := ep.takePosted(m.key); r != nil {
 			deliver(r, m.buf(), m.key)
 			ep.release(m)
@@ -90,6 +90,8 @@ func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
 	m := copies.Get().(*Request)
 	m.flags = pooled
 	switch {
+	case len(buf) <= len(m.tiny):
+		m.setBuf(m.tiny[:len(buf)])
 	case len(buf) <= len(m.inline):
 		m.setBuf(m.inline[:len(buf)])
 	case cap(m.store) < len(buf):

@@ -53,9 +53,6 @@ type key struct {
 	src, tag int32
 }
 
-// links chain a Request into a doubly linked list.
-type links struct{ next, prev *Request }
-
 // Status describes a completed operation.
 type Status struct {
 	Source, Tag int
@@ -67,15 +64,16 @@ type Status struct {
 // Request is one point-to-point operation, or one queued message.
 //
 // Its first 64 bytes, one cache line, hold all that a matching peer reads and writes
-// (place in the queue, envelope, buffer, outcome, completion flag), so that handing a
-// message from one core to another moves as few lines as possible. Requests are
-// allocated in a size class that is a multiple of 64, which aligns that line.
+// (place in the queue, envelope, buffer, outcome, completion flag, and the data of a
+// message up to 8 bytes), so that handing a message from one core to another moves
+// as few lines as possible. Requests are allocated in a size class that is a
+// multiple of 64, which aligns that line.
 //
 // The plain fields are guarded by the lock of the endpoint that queues the Request,
 // or owned by the goroutine that took it out of the queue; the outcome is written
 // before done is set and read after.
 type Request struct {
-	order links          // place in the posted or unexpected queue
+	next  *Request       // next in the posted or unexpected queue, or in the inbox
 	key   key            // envelope; once a receive completes, the matched source and tag
 	where where          //
 	kind  kind           //
@@ -85,24 +83,26 @@ type Request struct {
 	blen  int            //
 	mlen  int            // length of the message matched
 	done  atomic.Uint32  // set once the operation is complete
+	tiny  [8]byte        // the data of an eager copy of up to 8 bytes
 
 	// The second line is read by whoever completes the Request (waiter) and written
 	// only on rare paths, so that it stays shared between the cores.
 	waiter atomic.Pointer[waiter] // a parked goroutine to wake on completion
+	prev   *Request               // previous in its queue: written by the queue's owner only
 	bnext  *Request               // next in its bucket of the queue's index
 	msg    *Request               // a send's eager copy at the receiver, while it may still be cancelled
 	bseg   *bsendBuf              // attached buffer to release once the copy is received
 	boff   int                    // offset of the copy in bseg
 	err    error
+
+	// The third line is the owner's, written at every post; an eager copy of up to 16
+	// bytes carries its data in it.
 	gen    atomic.Uint32 // an eager copy's incarnation, bumped each time it is recycled
 	msgGen uint32        // the incarnation of msg that this send made
-
-	// The third line is the owner's, written at every post; an eager copy carries a
-	// small message's data in it instead, so its receiver reads just two lines.
-	seq    uint64    // post order, to choose between an exact and a wildcard receive
-	ep     *Endpoint // endpoint that queues (or queued) it
-	store  []byte    // backing array of an eager copy, kept across reuse
-	inline [24]byte  // the data of a small eager copy
+	seq    uint64        // post order, to choose between an exact and a wildcard receive
+	ep     *Endpoint     // endpoint that queues (or queued) it
+	store  []byte        // backing array of an eager copy, kept across reuse
+	inline [16]byte      // the data of an eager copy of up to 16 bytes
 
 	// The fourth line is read by a waiter that spins: a large copy it may help with.
 	job atomic.Pointer[copyJob]
@@ -123,15 +123,15 @@ func putReq(r *Request) {
 // Reset readies a completed request for another start, keeping its eager storage.
 func (r *Request) Reset() {
 	store := r.store
-	r.order, r.key, r.where, r.kind, r.mode, r.flags = links{}, key{}, nowhere, 0, 0, 0
+	r.next, r.key, r.where, r.kind, r.mode, r.flags = nil, key{}, nowhere, 0, 0, 0
 	r.bufp, r.blen, r.mlen = nil, 0, 0
 	r.done.Store(0)
 	// The second line only when dirty: it is read by the next completer.
 	if r.waiter.Load() != nil {
 		r.waiter.Store(nil)
 	}
-	if r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
-		r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, 0, nil
+	if r.prev != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
+		r.prev, r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, nil, 0, nil
 	}
 	if r.job.Load() != nil {
 		r.job.Store(nil)
