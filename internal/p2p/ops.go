@@ -99,21 +99,22 @@ func deliver(r *Request, data []byte, k key) {
 	r.fire()
 }
 
-// take receives the unexpected message m into the receive r: an eager or buffered
-// copy there and then, under ep.mu which the caller holds and take releases; a send
-// still in its sender's buffer after releasing ep.mu, completing that send.
-func (ep *Endpoint) take(m *Request, r *Request) {
+// take receives the unexpected message m into buf: an eager or buffered copy there
+// and then, under ep.mu which the caller holds and take releases; a send still in its
+// sender's buffer after releasing ep.mu, completing that send.
+func (ep *Endpoint) take(m *Request, buf []byte) Status {
 	ep.dequeue(m)
-	r.key, r.mlen = m.key, m.blen
+	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Len: m.blen}
 	if m.kind != sendKind {
-		copy(r.buf(), m.buf())
+		st.Bytes = copy(buf, m.buf())
 		ep.release(m)
 		ep.mu.Unlock()
-		return
+		return st
 	}
 	ep.mu.Unlock()
-	copyShared(r.buf(), m.buf(), m)
+	st.Bytes = copyShared(buf, m.buf(), m)
 	m.fire() // the sender may reuse its buffer: m is no longer ours
+	return st
 }
 
 // Recv receives into buf at rank me of c from src with tag (wildcards allowed).
@@ -121,13 +122,13 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 	if src == ProcNull {
 		return NullStatus, nil
 	}
-	r := getReq()
-	err := error(nil)
-	if c.startRecv(me, buf, src, tag, r) {
-		err = c.Peers[me].Wait(r)
+	st, r := c.startRecv(me, buf, src, tag, nil)
+	if r == nil {
+		return st, nil
 	}
-	st, _ := r.Result()
-	if r.Done() || r.where == nowhere {
+	err := c.Peers[me].Wait(r)
+	st, _ = r.Result()
+	if r.Done() {
 		putReq(r)
 	}
 	return st, err
@@ -140,28 +141,31 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 		r.fire()
 		return
 	}
-	if !c.startRecv(me, buf, src, tag, r) {
+	if st, posted := c.startRecv(me, buf, src, tag, r); posted == nil {
+		r.kind, r.key, r.mlen = recvKind, key{c.Ctx, int32(st.Source), int32(st.Tag)}, st.Len
+		r.setBuf(buf)
 		r.fire()
 	}
 }
 
-// startRecv receives the earliest matching unexpected message into r, or else posts
-// r. It reports whether r was posted.
-func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) bool {
+// startRecv receives the earliest matching unexpected message into buf, or else
+// posts a receive: r, or a pooled request when r is nil, which it returns.
+func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, *Request) {
 	ep := c.Peers[me]
-	r.kind = recvKind
-	r.setBuf(buf)
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
 	ep.drain()
 	if m := ep.unexp.match(pat); m != nil {
-		ep.take(m, r)
-		return false
+		return ep.take(m, buf), nil
 	}
-	r.key = pat
+	if r == nil {
+		r = getReq()
+	}
+	r.kind, r.key = recvKind, pat
+	r.setBuf(buf)
 	ep.post(r)
 	ep.mu.Unlock()
-	return true
+	return Status{}, r
 }
 
 // Wait blocks a rank of ep until r completes and returns its error; on abort it
@@ -302,11 +306,6 @@ func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
 
 // Mrecv receives a message taken by Probe or Iprobe with take.
 func Mrecv(m *Request, buf []byte) Status {
-	var r Request
-	r.kind = recvKind
-	r.setBuf(buf)
 	m.ep.mu.Lock()
-	m.ep.take(m, &r)
-	st, _ := r.Result()
-	return st
+	return m.ep.take(m, buf)
 }
