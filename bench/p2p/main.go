@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -217,14 +218,8 @@ func rateProcs(c *mpi.Comm, n int) error {
 	k := c.Size() / 2
 	sender := c.Rank() < k
 	peer := (c.Rank() + k) % c.Size()
-	if err := barrier(c); err != nil {
-		return err
-	}
-	start := mpi.Wtime()
-	if err := ratePair(c, sender, peer, 0, n); err != nil {
-		return err
-	}
-	if err := barrier(c); err != nil {
+	start, err := timed(c, n, func(n int) error { return ratePair(c, sender, peer, 0, n) })
+	if err != nil {
 		return err
 	}
 	if c.Rank() == 0 {
@@ -233,23 +228,32 @@ func rateProcs(c *mpi.Comm, n int) error {
 	return nil
 }
 
-func rateThreads(c *mpi.Comm, n int) error {
-	if err := barrier(c); err != nil {
-		return err
-	}
-	start := mpi.Wtime()
-	errs := make([]error, *pairs)
-	var wg sync.WaitGroup
-	for t := range *pairs {
-		wg.Go(func() { errs[t] = ratePair(c, c.Rank() == 0, 1-c.Rank(), t, n) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+// timed runs test(n/10) as an untimed warm-up, as the C twin does, then test(n)
+// between barriers, and returns the time it started.
+func timed(c *mpi.Comm, n int, test func(n int) error) (float64, error) {
+	for _, iters := range []int{max(n/10, 1), n} {
+		if err := barrier(c); err != nil {
+			return 0, err
+		}
+		start := mpi.Wtime()
+		if err := test(iters); err != nil {
+			return 0, err
+		}
+		if err := barrier(c); err != nil {
+			return 0, err
+		}
+		if iters == n {
+			return start, nil
 		}
 	}
-	if err := barrier(c); err != nil {
+	panic("unreachable")
+}
+
+func rateThreads(c *mpi.Comm, n int) error {
+	start, err := timed(c, n, func(n int) error {
+		return concurrently(*pairs, func(t int) error { return ratePair(c, c.Rank() == 0, 1-c.Rank(), t, n) })
+	})
+	if err != nil {
 		return err
 	}
 	if c.Rank() == 0 {
@@ -258,41 +262,49 @@ func rateThreads(c *mpi.Comm, n int) error {
 	return nil
 }
 
-func latencyMT(c *mpi.Comm, n int) error {
-	if err := barrier(c); err != nil {
-		return err
-	}
-	start := mpi.Wtime()
-	if c.Rank() == 0 {
-		buf := make([]byte, 8)
-		for i := 0; i < n**threads; i++ {
-			if err := mpi.Send(c, buf, 1, 0); err != nil {
-				return err
-			}
-			if _, err := mpi.Recv(c, buf, 1, 0); err != nil {
-				return err
-			}
-		}
-		report("latency", (mpi.Wtime()-start)/float64(2*n**threads)*1e6, "us")
-		return nil
-	}
-	errs := make([]error, *threads)
+// concurrently runs f(0..k-1) in k goroutines and returns the first error.
+func concurrently(k int, f func(t int) error) error {
+	errs := make([]error, k)
 	var wg sync.WaitGroup
-	for t := range *threads {
-		wg.Go(func() {
-			buf := make([]byte, 8)
-			for i := 0; i < n && errs[t] == nil; i++ {
-				if _, errs[t] = mpi.Recv(c, buf, 0, 0); errs[t] == nil {
-					errs[t] = mpi.Send(c, buf, 0, 0)
-				}
-			}
-		})
+	for t := range k {
+		wg.Go(func() { errs[t] = f(t) })
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+	return errors.Join(errs...)
+}
+
+func latencyMT(c *mpi.Comm, n int) error {
+	buf := make([]byte, 8)
+	start, err := timed(c, n, func(n int) error {
+		if c.Rank() == 0 {
+			for i := 0; i < n**threads; i++ {
+				if err := mpi.Send(c, buf, 1, 0); err != nil {
+					return err
+				}
+				if _, err := mpi.Recv(c, buf, 1, 0); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
+		return concurrently(*threads, func(int) error {
+			buf := make([]byte, 8)
+			for i := 0; i < n; i++ {
+				if _, err := mpi.Recv(c, buf, 0, 0); err != nil {
+					return err
+				}
+				if err := mpi.Send(c, buf, 0, 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if c.Rank() == 0 {
+		report("latency", (mpi.Wtime()-start)/float64(2*n**threads)*1e6, "us")
 	}
 	return nil
 }
