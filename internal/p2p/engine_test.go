@@ -162,19 +162,19 @@ func TestBsendFirstFit(t *testing.T) {
 func TestSpinAdapts(t *testing.T) {
 	wd := NewWorld(1, Config{Spin: 8 * time.Microsecond})
 	ep := wd.Endpoints[0]
-	never := func() bool { return false }
+	long := time.Now().Add(-time.Millisecond) // waits that parking was right for
 	for i := 0; i < 10; i++ {
-		ep.spinFor(never)
+		ep.settle(long)
 	}
 	if got := time.Duration(ep.spin.Load()); got != spinFloor {
-		t.Fatalf("after failing spins the budget is %v, want the floor %v", got, spinFloor)
+		t.Fatalf("after long waits the budget is %v, want the floor %v", got, spinFloor)
 	}
-	always := func() bool { return true }
-	for i := 0; i < 10; i++ {
-		ep.spinFor(always)
-	}
+	ep.settle(time.Now()) // a wait that a full spin would have caught
 	if got := time.Duration(ep.spin.Load()); got != 8*time.Microsecond {
-		t.Fatalf("after successful spins the budget is %v, want the configured 8µs", got)
+		t.Fatalf("after a short wait the budget is %v, want the configured 8µs", got)
+	}
+	if ok, _ := ep.spinFor(func() bool { return true }); !ok {
+		t.Fatal("a spin on a true condition failed")
 	}
 }
 

@@ -142,8 +142,12 @@ func (ep *Endpoint) reserve(n int64) bool {
 		}
 		grant := max(wd.chunk, n)
 		if !wd.lend(grant) {
-			if grant = n; !wd.lend(n) && (!wd.sweep() || !wd.lend(n)) {
-				return false
+			grant = n
+			if seen := wd.sweeps.Load(); !wd.lend(n) {
+				wd.sweep(seen)
+				if !wd.lend(n) {
+					return false
+				}
 			}
 		}
 		ep.credit.Add(grant)
@@ -159,19 +163,20 @@ func (wd *World) lend(n int64) bool {
 	return true
 }
 
-// sweep takes back the credit that endpoints hold unused; it reports whether it ran
-// (one sweep at a time: the others fail over to waiting for their receivers).
-func (wd *World) sweep() bool {
-	if wd.sweeping.Swap(true) {
-		return false
+// sweep takes back the credit that endpoints hold unused, unless a sweep has ended
+// since the caller saw the count seen (that one already took back what there was).
+func (wd *World) sweep(seen uint64) {
+	wd.sweepMu.Lock()
+	defer wd.sweepMu.Unlock()
+	if wd.sweeps.Load() != seen {
+		return
 	}
 	for _, ep := range wd.Endpoints {
 		if c := ep.credit.Swap(0); c != 0 {
 			wd.pooled.Add(-c)
 		}
 	}
-	wd.sweeping.Store(false)
-	return true
+	wd.sweeps.Add(1)
 }
 
 // chargeOf is what an eager copy of n bytes costs the pool: even an empty message

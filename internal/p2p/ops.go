@@ -211,10 +211,16 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 		}
 		return -1
 	}
-	if i := done(); i >= 0 || ep.spinFor(func() bool { ep.Progress(); return done() >= 0 }) {
+	if i := done(); i >= 0 {
+		return i, nil
+	}
+	ok, start := ep.spinFor(func() bool { ep.Progress(); return done() >= 0 })
+	if ok {
 		return done(), nil
 	}
-	if ep.park(rs) {
+	ok = ep.park(rs)
+	ep.settle(start)
+	if ok {
 		return done(), nil
 	}
 	for _, r := range rs {

@@ -28,7 +28,7 @@ const spinCheck = 256
 // scheduler move the spinner to an idle P, after which hand-offs are pure spins.
 const yieldEvery = 500 * time.Nanosecond
 
-// spinFloor is the least an adaptive spin budget shrinks to, so that it can grow back.
+// spinFloor is the least an adaptive spin budget shrinks to.
 const spinFloor = time.Microsecond
 
 // spinUntil polls cond for at most d and reports whether it came true.
@@ -56,25 +56,34 @@ func spinUntil(d time.Duration, cond func() bool) bool {
 	}
 }
 
-// spinFor polls cond within the endpoint's spin budget, which adapts: it doubles (up
-// to the configured spin) when spinning succeeds and halves when the wait ends up
-// parked anyway, so that a rank that shares its core with others soon stops spinning.
-func (ep *Endpoint) spinFor(cond func() bool) bool {
+// spinFor polls cond within the endpoint's spin budget. It returns whether cond came
+// true and, if not, when the spin started, for settle.
+func (ep *Endpoint) spinFor(cond func() bool) (bool, time.Time) {
+	if ep.World.cfg.Spin <= 0 {
+		return false, time.Time{}
+	}
+	start := time.Now()
+	return spinUntil(time.Duration(ep.spin.Load()), cond), start
+}
+
+// settle adapts the spin budget after a wait that had to park: if spinning the whole
+// configured time would have caught it, the budget goes back to that; otherwise it
+// halves, so that a rank sharing its core with others, whose waits are long, soon
+// stops spinning and blocks.
+func (ep *Endpoint) settle(start time.Time) {
 	limit := ep.World.cfg.Spin
 	if limit <= 0 {
-		return false
+		return
 	}
 	budget := time.Duration(ep.spin.Load())
-	if spinUntil(budget, cond) {
-		if budget < limit {
-			ep.spin.Store(int64(min(2*budget, limit)))
+	switch {
+	case time.Since(start) < limit:
+		if budget != limit {
+			ep.spin.Store(int64(limit))
 		}
-		return true
+	case budget > spinFloor:
+		ep.spin.Store(int64(max(budget/2, spinFloor)))
 	}
-	if floor := min(spinFloor, limit); budget > floor {
-		ep.spin.Store(int64(max(budget/2, floor)))
-	}
-	return false
 }
 
 // park blocks a rank of ep until any of rs has completed or the world aborts; it
@@ -125,9 +134,12 @@ func (ep *Endpoint) await(r *Request) bool {
 		ep.progress(r)
 		return r.Done()
 	}
-	if ep.spinFor(ready) {
+	ok, start := ep.spinFor(ready)
+	if ok {
 		return true
 	}
 	rs := [1]*Request{r}
-	return ep.park(rs[:])
+	ok = ep.park(rs[:])
+	ep.settle(start)
+	return ok
 }

@@ -5,6 +5,7 @@ package p2p
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -40,7 +41,8 @@ type World struct {
 	Endpoints []*Endpoint   // by world rank
 	pooled    atomic.Int64  // pool credit handed out to endpoints
 	chunk     int64         // how much credit moves between the process and an endpoint at a time
-	sweeping  atomic.Bool   // a sweep of idle credit is running
+	sweepMu   sync.Mutex    // one sweep of idle credit at a time
+	sweeps    atomic.Uint64 // sweeps done
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
 }
