@@ -6,9 +6,9 @@ import (
 )
 
 // A large message is copied in chunks that both sides take: whoever arrives second
-// starts copying and publishes the job on the request the other side waits for; a
-// waiter that spins takes chunks too instead of idling, so two cores move the data.
-// The copier completes the request once every chunk is done.
+// starts copying and publishes the job on the request the other side waits for; the
+// waiter, spinning or woken from parking, takes chunks too instead of idling, so two
+// cores move the data. The copier completes the request once every chunk is done.
 
 const (
 	copyChunk = 64 << 10 // bytes a copier takes at a time
@@ -45,6 +45,9 @@ func copyShared(dst, src []byte, w *Request) int {
 	}
 	j := &copyJob{dst: dst[:n], src: src[:n], chunks: int64((n + copyChunk - 1) / copyChunk)}
 	w.job.Store(j)
+	if wt := w.waiter.Load(); wt != nil {
+		wt.ring() // a parked waiter wakes to help: the copy outlasts a wake-up
+	}
 	j.help()
 	for j.copied.Load() < j.chunks {
 		runtime.Gosched() // a helper is finishing its last chunk

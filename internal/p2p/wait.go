@@ -101,6 +101,9 @@ loop:
 	for {
 		ep.Progress()
 		for _, r := range rs {
+			if j := r.job.Load(); j != nil {
+				j.help()
+			}
 			if r.Done() {
 				break loop
 			}
