@@ -120,7 +120,7 @@ tests=(
 	"msgrate 0 1 thread 2 100000"
 	"msgrate 0 2 thread 2 20000"
 	"msgrate 0 4 thread 2 10000"
-	"latency_mt 8 2 thread 2 500"
+	"latency_mt 8 2 thread 2 5000"
 )
 
 # metrics BENCH: the metric:unit pairs a bench prints.
