@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -52,40 +53,51 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkPingPongPark measures the hand-off without spinning: every wait parks.
 func BenchmarkPingPongPark(b *testing.B) { pingpong(b, 8, mpi.WithSpin(0)) }
 
-// BenchmarkMessageRate4T sends zero-byte messages from 4 goroutines of rank 0 to 4 of
-// rank 1 (Thakur and Gropp's 4T-4T), a reply every 256; ns/op is per message.
+// ratePair sends n zero-byte messages between the two ranks of c with tag, a reply
+// every 256 so that the sender never runs far ahead (Thakur and Gropp's message rate).
+func ratePair(c *mpi.Comm, tag, n int) error {
+	var none []byte
+	peer := 1 - c.Rank()
+	for i := 1; i <= n; i++ {
+		var err error
+		if c.Rank() == 0 {
+			err = mpi.Send(c, none, peer, tag)
+			if i%256 == 0 && err == nil {
+				_, err = mpi.Recv(c, none, peer, tag)
+			}
+		} else {
+			_, err = mpi.Recv(c, none, peer, tag)
+			if i%256 == 0 && err == nil {
+				err = mpi.Send(c, none, peer, tag)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkMessageRate1P is the message rate of one pair of ranks (1P-1P inside one
+// process); ns/op is per message.
+func BenchmarkMessageRate1P(b *testing.B) {
+	if err := mpi.Run(2, func(c *mpi.Comm) error { return ratePair(c, 0, b.N) }); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkMessageRate4T is the message rate of 4 goroutines of rank 0 sending to 4
+// of rank 1 (Thakur and Gropp's 4T-4T); ns/op is per message.
 func BenchmarkMessageRate4T(b *testing.B) {
 	const pairs = 4
 	err := mpi.Run(2, func(c *mpi.Comm) error {
 		var wg sync.WaitGroup
 		errs := make([]error, pairs)
-		n := b.N/pairs + 1
 		for t := range pairs {
-			wg.Go(func() {
-				var none []byte
-				peer := 1 - c.Rank()
-				for i := 1; i <= n && errs[t] == nil; i++ {
-					if c.Rank() == 0 {
-						errs[t] = mpi.Send(c, none, peer, t)
-						if i%256 == 0 && errs[t] == nil {
-							_, errs[t] = mpi.Recv(c, none, peer, t)
-						}
-						continue
-					}
-					_, errs[t] = mpi.Recv(c, none, peer, t)
-					if i%256 == 0 && errs[t] == nil {
-						errs[t] = mpi.Send(c, none, peer, t)
-					}
-				}
-			})
+			wg.Go(func() { errs[t] = ratePair(c, t, b.N/pairs+1) })
 		}
 		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return errors.Join(errs...)
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -196,36 +208,6 @@ func BenchmarkIdleRank(b *testing.B) {
 		}
 		used := (during.HeapAlloc + during.StackInuse) - (before.HeapAlloc + before.StackInuse)
 		b.ReportMetric(float64(used)/n, "bytes/rank")
-	}
-}
-
-// BenchmarkMessageRate1P sends zero-byte messages between one pair of ranks, a reply
-// every 256 (Thakur and Gropp's 1P-1P inside one process); ns/op is per message.
-func BenchmarkMessageRate1P(b *testing.B) {
-	err := mpi.Run(2, func(c *mpi.Comm) error {
-		var none []byte
-		peer := 1 - c.Rank()
-		for i := 1; i <= b.N; i++ {
-			var err error
-			if c.Rank() == 0 {
-				err = mpi.Send(c, none, peer, 0)
-				if i%256 == 0 && err == nil {
-					_, err = mpi.Recv(c, none, peer, 0)
-				}
-			} else {
-				_, err = mpi.Recv(c, none, peer, 0)
-				if i%256 == 0 && err == nil {
-					err = mpi.Send(c, none, peer, 0)
-				}
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
 	}
 }
 
