@@ -153,10 +153,10 @@ func (q *queue) match(pat key) *Request {
 //
 // The layout keeps what different cores write on different cache lines.
 type Endpoint struct {
-	// Written by senders of small messages, polled by the rank's waiters.
-	inbox  atomic.Pointer[Request] // eager copies, newest first, through order.next
+	// Written by senders of small messages, polled by the rank's waiters: one line.
+	inbox  atomic.Pointer[Request] // eager copies, newest first, through next
 	parked atomic.Int32            // the rank's goroutines parked until a drain
-	_      [52]byte
+	box    mailbox                 // one small message
 
 	// Matching, under mu: what a sender touches to match a posted receive.
 	mu     spinLock

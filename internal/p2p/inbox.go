@@ -31,12 +31,15 @@ func (ep *Endpoint) push(m *Request) {
 	}
 }
 
-// drain moves the inbox into the engine in arrival order: each copy goes into the
-// earliest matching posted receive, or onto the unexpected queue. It returns how many
-// receives it completed. Caller holds ep.mu.
+// drain moves the mailbox and then the inbox into the engine in arrival order: each
+// message goes into the earliest matching posted receive, or onto the unexpected
+// queue. It returns how many receives it completed. Caller holds ep.mu.
 func (ep *Endpoint) drain() (completed int) {
+	if ep.emptyBox() {
+		completed++
+	}
 	if ep.inbox.Load() == nil {
-		return 0
+		return completed
 	}
 	var fifo *Request
 	for m := ep.inbox.Swap(nil); m != nil; {
@@ -65,7 +68,7 @@ func (ep *Endpoint) Progress() { ep.progress(nil) }
 // progress drains the inbox of ep. When that completes receives other than own, it
 // yields the processor: a goroutine woken by it waits on this P until we do.
 func (ep *Endpoint) progress(own *Request) {
-	if ep.inbox.Load() == nil {
+	if !ep.arrived() {
 		return
 	}
 	ep.mu.Lock()
@@ -87,6 +90,11 @@ func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
+	return newCopy(buf, k)
+}
+
+// newCopy fills a pooled eager copy with buf and envelope k.
+func newCopy(buf []byte, k key) *Request {
 	m := copies.Get().(*Request)
 	m.flags = pooled
 	switch {
@@ -112,17 +120,23 @@ func (ep *Endpoint) release(m *Request) {
 		m.bseg.free(m.boff)
 		return
 	}
-	wd := ep.World
-	ep.returned += chargeOf(m.blen)
-	if ep.returned >= wd.chunk || 2*wd.pooled.Load() > wd.cfg.PoolCap {
-		wd.pooled.Add(-ep.returned)
-		ep.returned = 0
-	}
+	ep.giveBack(chargeOf(m.blen))
 	if m.flags&pooled != 0 {
 		if m.flags&cancellable != 0 {
 			m.gen.Add(1) // a Cancel holding the old incarnation now leaves it alone
 		}
 		copies.Put(m) // eagerCopy sets every field a copy uses: no Reset on this core
+	}
+}
+
+// giveBack returns n bytes of pool credit from a message received at ep, to the
+// process in chunks, or at once when the pool is half used. Caller holds ep.mu.
+func (ep *Endpoint) giveBack(n int64) {
+	wd := ep.World
+	ep.returned += n
+	if ep.returned >= wd.chunk || 2*wd.pooled.Load() > wd.cfg.PoolCap {
+		wd.pooled.Add(-ep.returned)
+		ep.returned = 0
 	}
 }
 
