@@ -243,3 +243,38 @@ func BenchmarkStream8B(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkTokenRing16 passes a token around 16 ranks, 8 per core on this machine:
+// ns/op is one hop. With more ranks than cores the adaptive spin must give way to
+// parking, or the rank holding the token waits behind spinners.
+func BenchmarkTokenRing16(b *testing.B) {
+	for _, spin := range []time.Duration{mpi.DefaultSpin, 5 * time.Microsecond, time.Microsecond, 0} {
+		b.Run(fmt.Sprintf("spin=%v", spin), func(b *testing.B) {
+			const n = 16
+			laps := b.N/n + 1
+			err := mpi.Run(n, func(c *mpi.Comm) error {
+				token := []int64{0}
+				next, prev := (c.Rank()+1)%n, (c.Rank()+n-1)%n
+				for lap := 0; lap < laps; lap++ {
+					if c.Rank() == 0 {
+						if err := mpi.Send(c, token, next, 0); err != nil {
+							return err
+						}
+					}
+					if _, err := mpi.Recv(c, token, prev, 0); err != nil {
+						return err
+					}
+					if c.Rank() != 0 {
+						if err := mpi.Send(c, token, next, 0); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}, mpi.WithSpin(spin))
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -162,16 +162,23 @@ func TestBsendFirstFit(t *testing.T) {
 func TestSpinAdapts(t *testing.T) {
 	wd := NewWorld(1, Config{Spin: 8 * time.Microsecond})
 	ep := wd.Endpoints[0]
-	long := time.Now().Add(-time.Millisecond) // waits that parking was right for
 	for i := 0; i < 10; i++ {
-		ep.settle(long)
+		ep.settle(time.Millisecond) // waits that parking was right for
 	}
-	if got := time.Duration(ep.spin.Load()); got != spinFloor {
-		t.Fatalf("after long waits the budget is %v, want the floor %v", got, spinFloor)
+	if got := time.Duration(ep.spin.Load()); got != 0 {
+		t.Fatalf("after long waits the budget is %v, want none", got)
 	}
-	ep.settle(time.Now()) // a wait that a full spin would have caught
+	ep.settle(time.Microsecond) // a wait shorter than parking costs
 	if got := time.Duration(ep.spin.Load()); got != 8*time.Microsecond {
 		t.Fatalf("after a short wait the budget is %v, want the configured 8µs", got)
+	}
+	ep.settle(12 * time.Microsecond) // within twice the budget
+	if got := time.Duration(ep.spin.Load()); got != 8*time.Microsecond {
+		t.Fatalf("after a wait within twice the budget it is %v, want 8µs", got)
+	}
+	ep.settle(20 * time.Microsecond) // well past it
+	if got := time.Duration(ep.spin.Load()); got != 2*time.Microsecond {
+		t.Fatalf("after a long wait the budget is %v, want a quarter, 2µs", got)
 	}
 	if ok, _ := ep.spinFor(func() bool { return true }); !ok {
 		t.Fatal("a spin on a true condition failed")

@@ -3,6 +3,7 @@ package p2p
 import (
 	"runtime"
 	"slices"
+	"time"
 )
 
 // NullStatus is the status of an operation with ProcNull, or of a null or inactive request.
@@ -222,7 +223,7 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 		return done(), nil
 	}
 	ok = ep.park(rs)
-	ep.settle(start)
+	ep.settle(time.Duration(now() - start))
 	if ok {
 		return done(), nil
 	}

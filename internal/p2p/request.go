@@ -3,6 +3,7 @@ package p2p
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -104,9 +105,11 @@ type Request struct {
 	store  []byte        // backing array of an eager copy, kept across reuse
 	inline [16]byte      // the data of an eager copy of up to 16 bytes
 
-	// The fourth line is read by a waiter that spins: a large copy it may help with.
-	job atomic.Pointer[copyJob]
-	_   [56]byte // pads the Request to 256 bytes, a size class of whole cache lines
+	// The fourth line: a large copy a spinning waiter may help with, and when a parked
+	// waiter's request completed, for its spin budget.
+	job     atomic.Pointer[copyJob]
+	firedAt atomic.Int64 // ns since epoch
+	_       [48]byte     // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -133,8 +136,9 @@ func (r *Request) Reset() {
 	if r.prev != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.prev, r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, nil, 0, nil
 	}
-	if r.job.Load() != nil {
+	if r.job.Load() != nil || r.firedAt.Load() != 0 {
 		r.job.Store(nil)
+		r.firedAt.Store(0)
 	}
 	if r.seq != 0 || r.ep != nil {
 		r.seq, r.ep = 0, nil
@@ -166,6 +170,12 @@ func (r *Request) Result() (Status, error) {
 func (r *Request) fire() {
 	r.done.Store(1)
 	if w := r.waiter.Load(); w != nil {
+		r.firedAt.Store(now())
 		w.ring()
 	}
 }
+
+var epoch = time.Now()
+
+// now is a monotonic clock in nanoseconds.
+func now() int64 { return int64(time.Since(epoch)) }

@@ -28,9 +28,6 @@ const spinCheck = 256
 // scheduler move the spinner to an idle P, after which hand-offs are pure spins.
 const yieldEvery = 500 * time.Nanosecond
 
-// spinFloor is the least an adaptive spin budget shrinks to.
-const spinFloor = time.Microsecond
-
 // spinUntil polls cond for at most d and reports whether it came true.
 func spinUntil(d time.Duration, cond func() bool) bool {
 	if d <= 0 {
@@ -57,34 +54,41 @@ func spinUntil(d time.Duration, cond func() bool) bool {
 }
 
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
-// true and, if not, when the spin started, for settle.
-func (ep *Endpoint) spinFor(cond func() bool) (bool, time.Time) {
+// true and, if not, when the wait started (see now), for settle.
+func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
 	if ep.World.cfg.Spin <= 0 {
-		return false, time.Time{}
+		return false, 0
 	}
-	start := time.Now()
+	start := now()
 	return spinUntil(time.Duration(ep.spin.Load()), cond), start
 }
 
-// settle adapts the spin budget after a wait that had to park: if spinning the whole
-// configured time would have caught it, the budget goes back to that; otherwise it
-// halves, so that a rank sharing its core with others, whose waits are long, soon
-// stops spinning and blocks.
-func (ep *Endpoint) settle(start time.Time) {
+// settle adapts the spin budget after a wait that had to park. A wait that a spin of
+// twice the budget would have caught (or one under spinCatch, cheaper than parking
+// whatever the budget) brings the budget back to the configured spin; a longer one
+// cuts it to a quarter, down to nothing. Spinning lengthens the waits of ranks that
+// share a core, so only waits near the budget say that more spinning would pay.
+//
+// waited is how long the wait took until the operation completed, not until the
+// parked goroutine ran again: a wake-up would count against spinning otherwise.
+func (ep *Endpoint) settle(waited time.Duration) {
 	limit := ep.World.cfg.Spin
 	if limit <= 0 {
 		return
 	}
 	budget := time.Duration(ep.spin.Load())
 	switch {
-	case time.Since(start) < limit:
+	case waited < max(2*budget, spinCatch):
 		if budget != limit {
 			ep.spin.Store(int64(limit))
 		}
-	case budget > spinFloor:
-		ep.spin.Store(int64(max(budget/2, spinFloor)))
+	case budget > 0:
+		ep.spin.Store(int64(budget / 4))
 	}
 }
+
+// spinCatch is a wait short enough that spinning through it beats parking.
+const spinCatch = 2 * time.Microsecond
 
 // park blocks a rank of ep until any of rs has completed or the world aborts; it
 // returns false on abort. While parked it counts in ep.parked, so that senders of
@@ -143,6 +147,10 @@ func (ep *Endpoint) await(r *Request) bool {
 	}
 	rs := [1]*Request{r}
 	ok = ep.park(rs[:])
-	ep.settle(start)
+	end := r.firedAt.Load()
+	if end == 0 { // completed before we parked, or aborted
+		end = now()
+	}
+	ep.settle(time.Duration(end - start))
 	return ok
 }
