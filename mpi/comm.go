@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
 )
@@ -32,6 +33,7 @@ type commCore struct {
 	p2p.Comm
 	job   *job
 	world bool
+	coll  *coll.Comm // the collectives' state: episodes and each rank's count of them
 
 	mu      sync.Mutex
 	pending map[uint64]*dupAgreement // Dups that some ranks have made and others not yet
@@ -108,6 +110,7 @@ func (c *Comm) Dup() (*Comm, error) {
 		a = &dupAgreement{left: c.Size(), core: &commCore{
 			Comm: p2p.Comm{Ctx: core.job.nextCtx.Add(1), Peers: core.Peers, World: core.World},
 			job:  core.job,
+			coll: coll.New(core.job.colls, c.Size(), core.World.Config().Spin),
 		}}
 		core.pending[seq] = a
 	}
@@ -187,6 +190,7 @@ func (c *Comm) Abort(code int) error {
 		return errs.New(errs.Comm, "Abort", NoValue, "the communicator is nil")
 	}
 	c.core.World.Abort(cause)
+	c.core.job.colls.Abort()
 	return c.abortError(c.core.World.Cause(), "Abort", NoValue, NoValue)
 }
 

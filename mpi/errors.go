@@ -27,4 +27,6 @@ const (
 	ErrAborted    = errs.Aborted    // the job was aborted with Abort
 	ErrPanic      = errs.Panic      // a rank panicked (the error carries the stack)
 	ErrIntern     = errs.Intern     // a Weft bug
+	ErrRoot       = errs.Root       // a collective's root out of range, or different on different ranks
+	ErrOp         = errs.Op         // a reduction operation not defined on the element type
 )

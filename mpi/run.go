@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
 )
@@ -20,6 +21,7 @@ type job struct {
 	world   *p2p.World
 	level   ThreadLevel
 	nextCtx atomic.Uint32 // context ids of new communicators
+	colls   *coll.Job     // the collectives' state shared by the job's communicators; aborted with the job
 }
 
 // Run runs fn as n ranks, each a goroutine with its own world communicator, and
@@ -38,8 +40,9 @@ func Run(n int, fn func(*Comm) error, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	j := &job{world: p2p.NewWorld(n, cfg.p2p), level: cfg.level}
+	j := &job{world: p2p.NewWorld(n, cfg.p2p), level: cfg.level, colls: coll.NewJob()}
 	world := &commCore{Comm: p2p.Comm{Peers: j.world.Endpoints, World: j.world}, job: j, world: true}
+	world.coll = coll.New(j.colls, n, cfg.p2p.Spin)
 	results := make([]error, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
@@ -81,6 +84,7 @@ func (j *job) runRank(world *commCore, rank int, fn func(*Comm) error, out *erro
 // fail ends the job because a rank failed; waiting ranks get ErrProcFailed.
 func (j *job) fail(rank int, why string) {
 	j.world.Abort(&Error{Class: errs.ProcFailed, Rank: NoValue, Peer: NoValue, Tag: NoValue, Detail: why})
+	j.colls.Abort()
 }
 
 // joinRanks joins the ranks' errors in rank order, prefixing those that do not

@@ -25,6 +25,8 @@ const (
 	Aborted                     // the job was aborted (Abort, or a rank failed)
 	Panic                       // a rank panicked
 	Intern                      // an internal invariant failed: a Weft bug
+	Root                        // an invalid root of a collective
+	Op                          // an invalid reduction operation, or one not defined on the type
 )
 
 var classNames = [...]string{
@@ -40,6 +42,8 @@ var classNames = [...]string{
 	Aborted:    "job aborted",
 	Panic:      "rank panicked",
 	Intern:     "internal error",
+	Root:       "invalid root",
+	Op:         "invalid operation",
 }
 
 func (c Class) Error() string {

@@ -1,9 +1,10 @@
 package p2p
 
 import (
-	"runtime"
 	"sync"
 	"time"
+
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // A waiter is a parked goroutine's doorbell. Rings may be spurious (a stale ring
@@ -19,40 +20,6 @@ func (w *waiter) ring() {
 	}
 }
 
-// spinCheck is how many polls run between clock reads while spinning.
-const spinCheck = 256
-
-// yieldEvery is how long a spinner polls before it yields its processor once. A
-// spinner may share its P with the very goroutine it waits for (a wake-up puts the
-// woken goroutine on the waker's P); yielding lets that one run, and lets the
-// scheduler move the spinner to an idle P, after which hand-offs are pure spins.
-const yieldEvery = 500 * time.Nanosecond
-
-// spinUntil polls cond for at most d and reports whether it came true.
-func spinUntil(d time.Duration, cond func() bool) bool {
-	if d <= 0 {
-		return false
-	}
-	start := time.Now()
-	yielded := start
-	for i := 1; ; i++ {
-		if cond() {
-			return true
-		}
-		if i%spinCheck != 0 {
-			continue
-		}
-		now := time.Now()
-		if now.Sub(start) > d {
-			return false
-		}
-		if now.Sub(yielded) > yieldEvery {
-			runtime.Gosched()
-			yielded = time.Now()
-		}
-	}
-}
-
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
 // true and, if not, when the wait started (see now), for settle.
 func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
@@ -60,7 +27,7 @@ func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
 		return false, 0
 	}
 	start := now()
-	return spinUntil(time.Duration(ep.spin.Load()), cond), start
+	return spin.Until(time.Duration(ep.spin.Load()), cond), start
 }
 
 // settle adapts the spin budget after a wait that had to park. A wait that a spin of

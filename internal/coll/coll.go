@@ -1,0 +1,478 @@
+// Package coll is Weft's collectives among the ranks of one communicator that live
+// in this process: barrier, broadcast, reduce and allreduce on shared memory, never
+// through the point-to-point matching engine.
+//
+// Every collective call is an episode. Each rank counts the collectives it has
+// started on a communicator; rank k's j-th collective meets every other rank's j-th
+// (MPI requires all ranks to call collectives on a communicator in the same order)
+// in the episode kept in slot j mod ringSize of the communicator's ring. The first
+// rank to arrive makes the episode; a slot is reused only once every rank has joined
+// the episode it holds, so a rank that runs ahead waits, which a program that is
+// correct when every collective synchronises never notices.
+//
+// Waiting spins briefly when the communicator has no more ranks than processors,
+// then parks the goroutine on a channel that is closed once per episode and phase
+// (a plain receive: a select that also watched a job-wide abort channel would make
+// every waiter of the job queue on, and contend for, that one channel's lock).
+// Job.Abort instead releases every episode in flight in the job's communicators
+// with ErrAborted.
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+	"weak"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/spin"
+)
+
+// ErrAborted is returned by a collective that the end of the job interrupted; the
+// caller turns it into a full error naming the cause.
+var ErrAborted = errors.New("coll: job aborted")
+
+// ringSize is how many episodes of a communicator can be in flight at once.
+const ringSize = 8
+
+// Job is what the communicators of one job share: whether it was aborted, and the
+// communicators whose waits an abort must release.
+type Job struct {
+	aborted atomic.Bool
+	mu      sync.Mutex
+	comms   []weak.Pointer[Comm]
+	live    int // len(comms) after the last pruning
+}
+
+// NewJob returns the collective state of a job.
+func NewJob() *Job { return &Job{} }
+
+// Abort ends every collective in flight, and every later one, with ErrAborted.
+func (j *Job) Abort() {
+	if j.aborted.Swap(true) {
+		return
+	}
+	j.mu.Lock()
+	comms := j.comms
+	j.mu.Unlock()
+	for _, w := range comms {
+		c := w.Value()
+		if c == nil {
+			continue
+		}
+		// An episode that has left the ring was joined by every rank: it ends on its own.
+		for i := range c.ring {
+			if e := c.ring[i].Load(); e != nil {
+				e.fail(abortFault)
+			}
+		}
+	}
+}
+
+// abortFault marks an episode that the end of the job interrupted.
+var abortFault = &errs.Error{Class: errs.Aborted}
+
+func (j *Job) add(c *Comm) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.comms) >= 2*max(j.live, 8) { // forget the communicators collected since
+		j.comms = slices.DeleteFunc(j.comms, func(w weak.Pointer[Comm]) bool { return w.Value() == nil })
+		j.live = len(j.comms)
+	}
+	j.comms = append(j.comms, weak.Make(c))
+}
+
+// Comm is the collective state of one communicator whose n ranks all live in this
+// process. All its methods take the calling rank's number in the communicator.
+type Comm struct {
+	n     int
+	spin  time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
+	job   *Job
+	ring  [ringSize]atomic.Pointer[episode]
+	ranks []rankState
+}
+
+// rankState is what one rank of the communicator writes: its collective count and,
+// during a reduction, its buffers. Only the rank itself writes it; the others read
+// its buffers between its arrival and the end of the reduction.
+type rankState struct {
+	seq atomic.Uint64  // collectives this rank has started on the communicator
+	src unsafe.Pointer // reduction: its contribution
+	dst unsafe.Pointer // reduction: its receive buffer (root or every rank)
+	len int            // reduction: its contribution's length in bytes
+}
+
+// New returns the collective state of a communicator of n ranks of job j. spin is
+// how long a waiting rank polls before it parks, used only when n is at most
+// GOMAXPROCS (with more ranks than processors, a spinner only delays the ranks it
+// waits for).
+func New(j *Job, n int, spin time.Duration) *Comm {
+	c := &Comm{n: n, job: j, ranks: make([]rankState, n)}
+	if n <= runtime.GOMAXPROCS(0) {
+		c.spin = spin
+	}
+	j.add(c)
+	return c
+}
+
+// Size returns the number of ranks.
+func (c *Comm) Size() int { return c.n }
+
+type kind uint8
+
+const (
+	barrier kind = iota + 1
+	bcast
+	reduce
+	allreduce
+)
+
+func (k kind) String() string {
+	switch k {
+	case barrier:
+		return "Barrier"
+	case bcast:
+		return "Bcast"
+	case reduce:
+		return "Reduce"
+	case allreduce:
+		return "Allreduce"
+	}
+	return "collective"
+}
+
+// episode is one collective call of every rank of a communicator.
+type episode struct {
+	seq  uint64
+	kind kind
+	root int // Bcast, Reduce
+	elem int // element size in bytes (Bcast, Reduce, Allreduce)
+	fn   func(in, inout []byte)
+
+	arrived atomic.Int64 // ranks that have joined; every rank adds one exactly once
+	start   gate         // Bcast: the root's buffer is published; reductions: every rank has arrived
+	done    gate         // the episode is over for every rank still waiting in it
+
+	buf []byte // Bcast: the root's buffer, written before start opens
+
+	// Reductions, set by the last rank to arrive before start opens.
+	chunks int          // pieces of the vectors, combined by whoever claims them
+	chunk  int          // bytes per piece
+	target int          // the rank whose receive buffer accumulates
+	next   atomic.Int64 // next piece to claim
+	left   atomic.Int64 // pieces not combined yet
+
+	// Early exits (abort, fault) wait until nobody touches another rank's buffer.
+	busy   atomic.Int64
+	closed atomic.Bool
+	fault  atomic.Pointer[errs.Error]
+
+	tree [][]node // Barrier of more than fanIn ranks: the combining tree, leaves first
+}
+
+// gate is a one-shot event: a flag to poll and a channel to park on, made by the
+// first rank that parks (a gate that nobody parks on costs no channel).
+type gate struct {
+	open atomic.Bool
+	ch   atomic.Pointer[chan struct{}]
+}
+
+func (g *gate) isOpen() bool { return g.open.Load() }
+
+// release opens g and wakes its parked ranks. The channel's maker loads open after
+// storing ch, and release loads ch after storing open: one of the two sees the other.
+func (g *gate) release() {
+	if g.open.CompareAndSwap(false, true) {
+		if ch := g.ch.Load(); ch != nil {
+			close(*ch)
+		}
+	}
+}
+
+// park blocks until g is open.
+func (g *gate) park() {
+	ch := g.ch.Load()
+	if ch == nil {
+		fresh := make(chan struct{})
+		if g.ch.CompareAndSwap(nil, &fresh) {
+			ch = &fresh
+		} else {
+			ch = g.ch.Load()
+		}
+	}
+	if g.open.Load() {
+		return
+	}
+	<-*ch
+}
+
+// join returns the calling rank's next episode on c, making it if the rank is the
+// first to arrive. It returns nil if the job ended while the rank waited for a slot.
+func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte)) *episode {
+	s := c.ranks[rank].seq.Add(1) - 1
+	slot := &c.ring[s%ringSize]
+	var fresh *episode
+	for {
+		e := slot.Load()
+		if e != nil && e.seq == s {
+			return e
+		}
+		// e is an earlier episode (or none): replace it once every rank has joined it.
+		if e == nil || e.arrived.Load() == int64(c.n) {
+			if fresh == nil {
+				fresh = &episode{seq: s, kind: k, root: root, elem: elem, fn: fn}
+				if k == barrier && c.n > fanIn {
+					fresh.tree = newTree(c.n)
+				}
+			}
+			if slot.CompareAndSwap(e, fresh) {
+				return fresh
+			}
+			continue
+		}
+		if !c.waitJoined(e) {
+			return nil
+		}
+	}
+}
+
+// waitJoined waits until every rank has joined e, an earlier episode, so that its
+// slot can be reused. It is rare: a rank ran ringSize collectives ahead of another.
+func (c *Comm) waitJoined(e *episode) bool {
+	if !c.wait(&e.done) {
+		return false
+	}
+	for e.arrived.Load() < int64(c.n) { // done opened early by a fault
+		if c.job.aborted.Load() {
+			return false
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+	return true
+}
+
+// check compares what the calling rank passed with what the episode's maker passed,
+// and records a fault on a mismatch.
+func (c *Comm) check(e *episode, rank int, k kind, root, elem int) {
+	switch {
+	case e.kind != k:
+		e.fail(errs.New(errs.Arg, k.String(), rank,
+			"collective call %d on this communicator is %v here but %v on another rank: every rank must call the same collectives in the same order",
+			e.seq+1, k, e.kind))
+	case e.root != root:
+		e.fail(errs.New(errs.Root, k.String(), rank, "root %d here but root %d on another rank", root, e.root))
+	case e.elem != elem:
+		e.fail(errs.New(errs.Count, k.String(), rank, "elements of %d bytes here but of %d bytes on another rank", elem, e.elem))
+	}
+}
+
+// fail records the first fault of e and releases every rank waiting in it.
+func (e *episode) fail(err *errs.Error) {
+	e.fault.CompareAndSwap(nil, err)
+	e.start.release()
+	e.done.release()
+	for _, level := range e.tree {
+		for i := range level {
+			level[i].gate.release()
+		}
+	}
+}
+
+// enter announces that the caller is about to touch another rank's buffer; it fails
+// once a rank has left the episode early, which may have returned that buffer to
+// its owner.
+func (e *episode) enter() bool {
+	e.busy.Add(1)
+	if e.closed.Load() {
+		e.busy.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (e *episode) exit() { e.busy.Add(-1) }
+
+// shut is called by a rank that leaves e before it is over (abort or fault): nobody
+// touches any rank's buffer after it returns.
+func (e *episode) shut() {
+	e.closed.Store(true)
+	for e.busy.Load() != 0 {
+		runtime.Gosched()
+	}
+}
+
+// outcome is the calling rank's result once its part of e is over: the episode's
+// fault seen from this rank, ErrAborted, or nil.
+func (c *Comm) outcome(e *episode, rank int, ok bool) error {
+	if f := e.fault.Load(); f == abortFault {
+		ok = false
+	} else if f != nil {
+		e.shut()
+		err := *f
+		err.Rank = rank
+		return &err
+	}
+	if !ok {
+		e.shut()
+		return ErrAborted
+	}
+	return nil
+}
+
+// wait waits for g to open: it polls within the spin budget, then parks. It returns
+// false if the job ended first. The gate is in the ring when this is called (its
+// episode has not been joined by every rank), so Job.Abort either sees it and
+// opens it, or has set aborted before the load here.
+func (c *Comm) wait(g *gate) bool {
+	if g.isOpen() {
+		return true
+	}
+	if c.job.aborted.Load() {
+		return false
+	}
+	if c.spin > 0 && spin.Until(c.spin, g.isOpen) {
+		return true
+	}
+	g.park()
+	return true
+}
+
+// Barrier returns once every rank of c has called it.
+//
+// Up to fanIn ranks share one counter: the last to arrive opens the episode's done
+// gate, which wakes the others. More ranks arrive at the leaves of a combining tree
+// of fanIn-way nodes: the last to arrive at a node goes on to its parent, the others
+// park on the node's gate. The last at the root has seen everybody arrive; it opens
+// the gates of the nodes it went through, from the root down, and each rank woken
+// at a node opens those it went through below it. So the wake-ups spread over the
+// processors as a tree, and each counter and channel is shared by fanIn ranks that
+// mostly run on one processor (consecutive ranks are woken, queued and run together).
+func (c *Comm) Barrier(rank int) error {
+	if c.n == 1 {
+		return nil
+	}
+	e := c.join(rank, barrier, 0, 0, nil)
+	if e == nil {
+		return ErrAborted
+	}
+	c.check(e, rank, barrier, 0, 0)
+	if e.tree != nil {
+		return c.outcome(e, rank, c.climb(e, rank))
+	}
+	ok := true
+	if e.arrived.Add(1) == int64(c.n) {
+		e.done.release()
+	} else {
+		ok = c.wait(&e.done)
+	}
+	return c.outcome(e, rank, ok)
+}
+
+// fanIn is how many ranks or nodes share a node of the barrier's tree.
+const fanIn = 16
+
+// node is a node of a barrier's combining tree.
+type node struct {
+	arrived  atomic.Int32
+	children int32
+	gate     gate
+	_        [64 - 24]byte
+}
+
+// newTree makes the nodes of a barrier of n ranks, leaves first, up to one root.
+func newTree(n int) [][]node {
+	var tree [][]node
+	for width := n; width > 1; {
+		up := (width + fanIn - 1) / fanIn
+		level := make([]node, up)
+		for i := range level {
+			level[i].children = int32(min(fanIn, width-i*fanIn))
+		}
+		tree = append(tree, level)
+		width = up
+	}
+	return tree
+}
+
+// climb takes rank up the tree as far as it is the last to arrive, waits there, and
+// opens the gates below. It returns false if the job ended.
+func (c *Comm) climb(e *episode, rank int) bool {
+	var path [16]*node // fanIn^16 ranks is more than enough
+	i, depth, ok := rank, 0, true
+	for level := range e.tree {
+		i /= fanIn
+		nd := &e.tree[level][i]
+		if nd.arrived.Add(1) < nd.children {
+			ok = c.wait(&nd.gate)
+			break
+		}
+		path[depth] = nd
+		depth++
+		if level == len(e.tree)-1 { // the last of all
+			e.arrived.Store(int64(c.n))
+			e.done.release()
+		}
+	}
+	for d := depth - 1; d >= 0; d-- {
+		path[d].gate.release()
+	}
+	return ok
+}
+
+// Bcast copies the root's buf into every other rank's buf. elem is the element size
+// in bytes. Every rank copies once, straight from the root's buffer; the root returns
+// when all have copied. A rank whose buffer's length differs from the root's gets an
+// ErrTruncate (longer root) or ErrCount (shorter) error, and so does the root.
+func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
+	if c.n == 1 {
+		return nil
+	}
+	e := c.join(rank, bcast, root, elem, nil)
+	if e == nil {
+		return ErrAborted
+	}
+	c.check(e, rank, bcast, root, elem)
+	n := int64(c.n)
+	if rank == root {
+		e.buf = buf
+		e.start.release()
+		ok := true
+		if e.arrived.Add(1) == n {
+			e.done.release()
+		} else {
+			ok = c.wait(&e.done)
+		}
+		return c.outcome(e, rank, ok)
+	}
+	ok := c.wait(&e.start)
+	if ok && e.fault.Load() == nil {
+		if len(e.buf) != len(buf) {
+			class := errs.Count
+			if len(e.buf) > len(buf) {
+				class = errs.Truncate
+			}
+			e.fail(&errs.Error{Class: class, Op: "Bcast", Peer: root, Tag: errs.None,
+				Detail: lengths("the root", len(e.buf), rank, len(buf), elem)})
+		} else if e.enter() {
+			copy(buf, e.buf)
+			e.exit()
+		}
+	}
+	if e.arrived.Add(1) == n {
+		e.done.release()
+	}
+	return c.outcome(e, rank, ok)
+}
+
+// lengths describes two buffers of different lengths, in elements.
+func lengths(who string, a, rank, b, elem int) string {
+	if elem <= 0 {
+		elem = 1
+	}
+	return fmt.Sprintf("%s has %d elements, rank %d has %d", who, a/elem, rank, b/elem)
+}

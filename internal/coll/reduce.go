@@ -1,0 +1,174 @@
+package coll
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// chunkBytes is the size of the pieces a reduction is cut into: every rank that has
+// arrived claims pieces, so that several processors combine a long vector at once.
+const chunkBytes = 16 << 10
+
+// scratch holds a piece of the root's contribution while an in-place reduction
+// overwrites it.
+var scratch = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
+
+// Reduce combines the ranks' send buffers element by element into the root's recv:
+// recv = send(0) op (send(1) op (... op send(n-1))), fn(in, inout) computing
+// inout = in op inout on whole elements of elem bytes. fn may be called several
+// times on pieces of the vectors, by any rank; it is applied in rank order, so an
+// associative but non-commutative op gets MPI's result. At the root, send and recv
+// may be the same slice (in place: recv holds the root's contribution); recv must be
+// at least as long as send there, and is ignored elsewhere. Send buffers are only
+// read. Every rank returns once its send buffer is no longer needed; every rank
+// whose length differs from the root's, and every other rank, gets an ErrCount error.
+func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte), root int) error {
+	if rank != root {
+		recv = nil
+	}
+	return c.reduce(reduce, rank, root, send, recv, elem, fn)
+}
+
+// Allreduce is Reduce with the result in every rank's recv. Each rank's send and
+// recv may be the same slice (in place). Lengths are compared with rank 0's.
+func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte)) error {
+	return c.reduce(allreduce, rank, 0, send, recv, elem, fn)
+}
+
+func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) error {
+	if c.n == 1 {
+		if unsafe.SliceData(send) != unsafe.SliceData(recv) {
+			copy(recv, send)
+		}
+		return nil
+	}
+	// Publish this rank's buffers: the others read them only between this rank's
+	// arrival and the end of the episode, and this rank has left every earlier one.
+	st := &c.ranks[rank]
+	st.src, st.dst, st.len = unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)), len(send)
+	e := c.join(rank, k, root, elem, fn)
+	if e == nil {
+		return ErrAborted
+	}
+	c.check(e, rank, k, root, elem)
+	if e.arrived.Add(1) == int64(c.n) {
+		// The last to arrive checks the lengths, cuts the work, and starts it; with one
+		// piece it does it all before it wakes anybody, so each rank wakes once.
+		c.plan(e)
+		if e.fault.Load() == nil {
+			if e.chunks > 1 {
+				e.start.release()
+			}
+			c.work(e)
+		}
+		ok := c.wait(&e.done)
+		e.start.release()
+		return c.outcome(e, rank, ok)
+	}
+	ok := c.wait(&e.start)
+	if ok && !e.done.isOpen() && e.fault.Load() == nil {
+		c.work(e)
+		ok = c.wait(&e.done)
+	}
+	return c.outcome(e, rank, ok)
+}
+
+// plan compares every rank's length with the reference rank's (the root, or rank 0
+// for Allreduce) and cuts the vectors into pieces.
+func (c *Comm) plan(e *episode) {
+	if !e.enter() {
+		return
+	}
+	defer e.exit()
+	ref, who := e.root, "the root"
+	if e.kind == allreduce {
+		ref, who = 0, "rank 0"
+	}
+	want := c.ranks[ref].len
+	for r := range c.ranks {
+		if got := c.ranks[r].len; got != want {
+			e.fail(&errs.Error{Class: errs.Count, Op: e.kind.String(), Peer: r, Tag: errs.None,
+				Detail: lengths(who, want, r, got, e.elem)})
+			return
+		}
+	}
+	e.target = e.root
+	if e.kind == allreduce {
+		e.target = c.n - 1
+	}
+	e.chunk = max(chunkBytes/e.elem, 1) * e.elem
+	e.chunks = (want + e.chunk - 1) / e.chunk
+	e.left.Store(int64(e.chunks))
+	if e.chunks == 0 {
+		e.done.release()
+	}
+}
+
+// work claims and combines pieces until none is left.
+func (c *Comm) work(e *episode) {
+	for {
+		if !e.enter() {
+			return
+		}
+		i := int(e.next.Add(1) - 1)
+		if i >= e.chunks {
+			e.exit()
+			return
+		}
+		err := c.combine(e, i)
+		e.exit()
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		if e.left.Add(-1) == 0 {
+			e.done.release()
+		}
+	}
+}
+
+// combine computes piece i of the result into the target's receive buffer, folding
+// from the last rank down (acc = send(r) op acc), and for Allreduce copies it into
+// every other rank's receive buffer.
+func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &errs.Error{Class: errs.Op, Op: e.kind.String(), Peer: errs.None, Tag: errs.None,
+				Detail: fmt.Sprint("the reduction function panicked: ", p)}
+		}
+	}()
+	n, t := c.n, &c.ranks[e.target]
+	lo := i * e.chunk
+	hi := min(lo+e.chunk, t.len)
+	view := func(p unsafe.Pointer) []byte { return unsafe.Slice((*byte)(p), hi)[lo:hi] }
+	acc := view(t.dst)
+	var saved []byte
+	switch {
+	case t.src != t.dst:
+		copy(acc, view(c.ranks[n-1].src))
+	case e.target != n-1: // in place: keep the target's own contribution aside
+		bp := scratch.Get().(*[]byte)
+		defer scratch.Put(bp)
+		saved = (*bp)[:hi-lo]
+		copy(saved, acc)
+		copy(acc, view(c.ranks[n-1].src))
+	}
+	for r := n - 2; r >= 0; r-- {
+		in := saved
+		if r != e.target || saved == nil {
+			in = view(c.ranks[r].src)
+		}
+		e.fn(in, acc)
+	}
+	if e.kind == allreduce {
+		for r := range n {
+			if r != e.target {
+				copy(view(c.ranks[r].dst), acc)
+			}
+		}
+	}
+	return nil
+}

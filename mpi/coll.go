@@ -1,0 +1,138 @@
+package mpi
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// Collectives. Every rank of a communicator calls the same collectives in the same
+// order (as MPI requires); collectives never go through point-to-point matching, so
+// they cannot match a Send or Recv, and collectives on a communicator made by Dup
+// are independent of those on the original. Different goroutines of a rank may run
+// collectives on different communicators at once.
+//
+// Arguments are checked on each rank before it takes part: a rank whose call is
+// invalid (nil or freed communicator, root out of range, an Op not defined on the
+// type, a receive buffer too short) returns the error at once without taking part,
+// and the others wait for it until the job ends (a rank function returning that
+// error ends it). Disagreements between ranks (lengths, roots, element sizes,
+// different collectives) are found inside the collective: the ranks involved return
+// an error and nobody hangs.
+//
+// In place: pass a nil send slice (or the receive slice itself) to Reduce at the
+// root or to Allreduce; the receive buffer then holds the rank's contribution and
+// is replaced by the result, as with MPI_IN_PLACE.
+
+// Barrier returns once every rank of c has called it.
+func (c *Comm) Barrier() error {
+	if err := c.check("Barrier"); err != nil {
+		return err
+	}
+	return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
+}
+
+// Bcast copies buf of the root into buf of every other rank. Every rank's buf must
+// have the root's length: a shorter one is ErrTruncate, a longer one ErrCount, on
+// that rank and at the root. Each rank copies once, straight from the root's
+// buffer; the root returns once all have copied.
+func Bcast[T Elem](c *Comm, buf []T, root int) error {
+	if err := c.checkRoot("Bcast", root); err != nil {
+		return err
+	}
+	return c.collective(c.core.coll.Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
+}
+
+// Reduce combines the ranks' send buffers element by element with op into recv at
+// the root: recv[i] = send0[i] op send1[i] op ... in rank order (so a non-commutative
+// NewOp gets MPI's result). recv is used only at the root (it may be nil elsewhere)
+// and must hold at least len(send) elements there; the result fills its first
+// len(send). Every rank's send must have the root's length (ErrCount). At the root,
+// a nil send (or send equal to recv) means in place: recv holds the root's data.
+// Send buffers are never written. The result is the same for the same inputs,
+// whatever the timing.
+func Reduce[T Elem](c *Comm, send, recv []T, op Op, root int) error {
+	const name = "Reduce"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+	if err != nil {
+		return err
+	}
+	if c.rank == root {
+		if send, err = inPlace(c, name, send, recv); err != nil {
+			return err
+		}
+	} else {
+		recv = nil
+	}
+	return c.collective(c.core.coll.Reduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, root), name)
+}
+
+// Allreduce is Reduce with the result in every rank's recv, which must hold at
+// least len(send) elements. A nil send (or send equal to recv) means in place.
+// Lengths are compared with rank 0's.
+func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
+	const name = "Allreduce"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+	if err != nil {
+		return err
+	}
+	if send, err = inPlace(c, name, send, recv); err != nil {
+		return err
+	}
+	return c.collective(c.core.coll.Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn), name)
+}
+
+// checkRoot validates c and root.
+func (c *Comm) checkRoot(op string, root int) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.Size() {
+		return errs.New(errs.Root, op, c.rank, "root %d is not a rank of this %d-rank communicator (want 0..%d)", root, c.Size(), c.Size()-1)
+	}
+	return nil
+}
+
+// inPlace returns the send buffer of a rank that receives a result: recv itself
+// when in place (send nil, or starting where recv starts), else send, checked
+// against recv.
+func inPlace[T Elem](c *Comm, op string, send, recv []T) ([]T, error) {
+	switch {
+	case send == nil:
+		return recv, nil
+	case len(recv) < len(send):
+		return nil, errs.New(errs.Count, op, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
+	case len(send) == 0:
+		return send, nil
+	case unsafe.SliceData(send) == unsafe.SliceData(recv):
+		return send, nil // in place
+	}
+	sb, rb := bytesOf(send), bytesOf(recv)
+	s, r := uintptr(unsafe.Pointer(unsafe.SliceData(sb))), uintptr(unsafe.Pointer(unsafe.SliceData(rb)))
+	if s < r+uintptr(len(rb)) && r < s+uintptr(len(sb)) {
+		return nil, errs.New(errs.Buffer, op, c.rank, "the send and receive buffers overlap without being the same (for in place, pass a nil send)")
+	}
+	return send, nil
+}
+
+// collective turns what the collective engine returned into the error of op.
+func (c *Comm) collective(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	if err == coll.ErrAborted {
+		if cause := c.core.World.Cause(); cause != nil {
+			return c.abortError(cause, op, NoValue, NoValue)
+		}
+		return errs.New(errs.Intern, op, c.rank, "a collective was interrupted but the job was not aborted")
+	}
+	return err
+}

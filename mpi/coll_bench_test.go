@@ -1,0 +1,80 @@
+package mpi_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/mpi"
+)
+
+// collBench runs b.N rounds of step on n ranks; one op is one collective of all the
+// ranks (timed from the first round to the last rank's end), reported also in µs.
+func collBench(b *testing.B, n int, step func(c *mpi.Comm) error) {
+	b.Helper()
+	var start atomic.Int64
+	rounds := b.N
+	b.ResetTimer()
+	err := mpi.Run(n, func(c *mpi.Comm) error {
+		if err := c.Barrier(); err != nil { // every rank is running before the clock starts
+			return err
+		}
+		if c.Rank() == 0 {
+			start.Store(time.Now().UnixNano())
+		}
+		for range rounds {
+			if err := step(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	elapsed := time.Duration(time.Now().UnixNano() - start.Load())
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	per := float64(elapsed.Nanoseconds()) / float64(rounds)
+	b.ReportMetric(per, "ns/op")
+	b.ReportMetric(per/1e3, "us/op")
+}
+
+func BenchmarkBarrier(b *testing.B) {
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 4096, 65536} {
+		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
+			collBench(b, n, func(c *mpi.Comm) error { return c.Barrier() })
+		})
+	}
+}
+
+func BenchmarkBcast(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		for _, size := range []int{1, 8192} {
+			b.Run(fmt.Sprintf("ranks=%d/doubles=%d", n, size), func(b *testing.B) {
+				bufs := make([][]float64, n)
+				for i := range bufs {
+					bufs[i] = make([]float64, size)
+				}
+				collBench(b, n, func(c *mpi.Comm) error { return mpi.Bcast(c, bufs[c.Rank()], 0) })
+			})
+		}
+	}
+}
+
+func BenchmarkAllreduce(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		for _, size := range []int{1, 8192} {
+			b.Run(fmt.Sprintf("ranks=%d/doubles=%d", n, size), func(b *testing.B) {
+				bufs := make([][2][]float64, n)
+				for i := range bufs {
+					bufs[i] = [2][]float64{make([]float64, size), make([]float64, size)}
+				}
+				collBench(b, n, func(c *mpi.Comm) error {
+					bb := bufs[c.Rank()]
+					return mpi.Allreduce(c, bb[0], bb[1], mpi.Sum)
+				})
+			})
+		}
+	}
+}

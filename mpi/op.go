@@ -1,0 +1,245 @@
+package mpi
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// Op is a reduction operation for Reduce and Allreduce: one of the predefined
+// operations below, or one made by NewOp. The zero Op is invalid (ErrOp).
+//
+// The predefined operations are defined where MPI defines them, on the underlying
+// kind of the element type (so a named type such as `type Celsius float64` works):
+//
+//	Sum, Prod          integers, floats, complex
+//	Min, Max           integers, floats (NaN wins, as Go's min and max)
+//	Land, Lor, Lxor    integers (non-zero is true; the result is 1 or 0) and bool
+//	Band, Bor, Bxor    integers (byte is uint8)
+//
+// Using one on another type is an ErrOp error naming the operation and the type.
+type Op struct{ d *opDef }
+
+type opDef struct {
+	name        string
+	commutative bool
+	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte) // predefined: by element kind
+	typ         reflect.Type                                      // NewOp: the element type
+	user        func(in, inout []byte)                            // NewOp: fn on bytes
+}
+
+// The predefined operations, as MPI's MPI_SUM, MPI_PROD, ...
+var (
+	Sum  = predefined("Sum")
+	Prod = predefined("Prod")
+	Min  = predefined("Min")
+	Max  = predefined("Max")
+	Land = predefined("Land") // logical and
+	Lor  = predefined("Lor")  // logical or
+	Lxor = predefined("Lxor") // logical exclusive or
+	Band = predefined("Band") // bitwise and
+	Bor  = predefined("Bor")  // bitwise or
+	Bxor = predefined("Bxor") // bitwise exclusive or
+)
+
+func predefined(name string) Op { return Op{&opDef{name: name, commutative: true}} }
+
+// NewOp makes a user-defined operation, as MPI_Op_create: fn(in, inout) must set
+// inout[i] = in[i] op inout[i] for every i. op must be associative; when it is not
+// commutative, pass false (Weft applies every operation in rank order anyway:
+// the result is x0 op (x1 op (... op xn-1))). fn may be called several times on
+// pieces of the vectors, and on any rank's goroutine. A panic in fn becomes an
+// ErrOp error on every rank of the reduction. The Op works only with []T buffers
+// (ErrOp otherwise).
+func NewOp[T Elem](fn func(in, inout []T), commutative bool) Op {
+	d := &opDef{name: fmt.Sprintf("NewOp[%v]", reflect.TypeFor[T]()), commutative: commutative, typ: reflect.TypeFor[T]()}
+	if fn != nil {
+		d.user = func(in, inout []byte) { fn(view[T](in), view[T](inout)) }
+	}
+	return Op{d}
+}
+
+// String names the operation.
+func (op Op) String() string {
+	if op.d == nil {
+		return "Op(zero)"
+	}
+	return op.d.name
+}
+
+// Commutative reports whether the operation is commutative, as MPI_Op_commutative.
+func (op Op) Commutative() bool { return op.d != nil && op.d.commutative }
+
+// kernel returns the function that applies op to buffers of elements of type t.
+func (op Op) kernel(t reflect.Type, call string, rank int) (func(in, inout []byte), error) {
+	d := op.d
+	switch {
+	case d == nil:
+		return nil, errs.New(errs.Op, call, rank, "the zero Op is not an operation (use Sum, Max, ... or NewOp)")
+	case d.typ != nil && d.typ != t:
+		return nil, errs.New(errs.Op, call, rank, "%s used with elements of type %v; it works only on %v", d.name, t, d.typ)
+	case d.typ != nil && d.user == nil:
+		return nil, errs.New(errs.Op, call, rank, "%s was made with a nil function", d.name)
+	case d.typ != nil:
+		return d.user, nil
+	}
+	if f := d.kernels[t.Kind()]; f != nil {
+		return f, nil
+	}
+	return nil, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on %s)", d.name, t, domains[d.name])
+}
+
+var domains = map[string]string{
+	"Sum": "integers, floats and complex", "Prod": "integers, floats and complex",
+	"Min": "integers and floats", "Max": "integers and floats",
+	"Land": "integers and bool", "Lor": "integers and bool", "Lxor": "integers and bool",
+	"Band": "integers", "Bor": "integers", "Bxor": "integers",
+}
+
+// view is a byte buffer of whole elements as a []T, without copying.
+func view[T any](b []byte) []T {
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(*new(T))))
+}
+
+type integer interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr
+}
+
+type float interface{ ~float32 | ~float64 }
+
+type cplx interface{ ~complex64 | ~complex128 }
+
+func init() {
+	addInteger[int](reflect.Int)
+	addInteger[int8](reflect.Int8)
+	addInteger[int16](reflect.Int16)
+	addInteger[int32](reflect.Int32)
+	addInteger[int64](reflect.Int64)
+	addInteger[uint](reflect.Uint)
+	addInteger[uint8](reflect.Uint8)
+	addInteger[uint16](reflect.Uint16)
+	addInteger[uint32](reflect.Uint32)
+	addInteger[uint64](reflect.Uint64)
+	addInteger[uintptr](reflect.Uintptr)
+	addFloat[float32](reflect.Float32)
+	addFloat[float64](reflect.Float64)
+	addArith[complex64](reflect.Complex64)
+	addArith[complex128](reflect.Complex128)
+	Land.d.kernels[reflect.Bool] = func(in, inout []byte) {
+		a, b := view[bool](in), view[bool](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] && b[i]
+		}
+	}
+	Lor.d.kernels[reflect.Bool] = func(in, inout []byte) {
+		a, b := view[bool](in), view[bool](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] || b[i]
+		}
+	}
+	Lxor.d.kernels[reflect.Bool] = func(in, inout []byte) {
+		a, b := view[bool](in), view[bool](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] != b[i]
+		}
+	}
+}
+
+func addArith[T integer | float | cplx](k reflect.Kind) {
+	Sum.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] + b[i]
+		}
+	}
+	Prod.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] * b[i]
+		}
+	}
+}
+
+func addOrdered[T integer | float](k reflect.Kind) {
+	Min.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = min(a[i], b[i])
+		}
+	}
+	Max.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = max(a[i], b[i])
+		}
+	}
+}
+
+func addFloat[T float](k reflect.Kind) {
+	addArith[T](k)
+	addOrdered[T](k)
+}
+
+func addInteger[T integer](k reflect.Kind) {
+	addArith[T](k)
+	addOrdered[T](k)
+	Land.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = truth[T](a[i] != 0 && b[i] != 0)
+		}
+	}
+	Lor.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = truth[T](a[i] != 0 || b[i] != 0)
+		}
+	}
+	Lxor.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = truth[T]((a[i] != 0) != (b[i] != 0))
+		}
+	}
+	Band.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] & b[i]
+		}
+	}
+	Bor.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] | b[i]
+		}
+	}
+	Bxor.d.kernels[k] = func(in, inout []byte) {
+		a, b := view[T](in), view[T](inout)
+		a = a[:len(b)]
+		for i := range b {
+			b[i] = a[i] ^ b[i]
+		}
+	}
+}
+
+// truth is C's value of a condition: 1 or 0.
+func truth[T integer](v bool) T {
+	if v {
+		return 1
+	}
+	return 0
+}
