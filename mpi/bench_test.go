@@ -1,7 +1,6 @@
 package mpi_test
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -52,57 +51,6 @@ func BenchmarkPingPong(b *testing.B) {
 
 // BenchmarkPingPongPark measures the hand-off without spinning: every wait parks.
 func BenchmarkPingPongPark(b *testing.B) { pingpong(b, 8, mpi.WithSpin(0)) }
-
-// ratePair sends n zero-byte messages between the two ranks of c with tag, a reply
-// every 256 so that the sender never runs far ahead (Thakur and Gropp's message rate).
-func ratePair(c *mpi.Comm, tag, n int) error {
-	var none []byte
-	peer := 1 - c.Rank()
-	for i := 1; i <= n; i++ {
-		var err error
-		if c.Rank() == 0 {
-			err = mpi.Send(c, none, peer, tag)
-			if i%256 == 0 && err == nil {
-				_, err = mpi.Recv(c, none, peer, tag)
-			}
-		} else {
-			_, err = mpi.Recv(c, none, peer, tag)
-			if i%256 == 0 && err == nil {
-				err = mpi.Send(c, none, peer, tag)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// BenchmarkMessageRate1P is the message rate of one pair of ranks (1P-1P inside one
-// process); ns/op is per message.
-func BenchmarkMessageRate1P(b *testing.B) {
-	if err := mpi.Run(2, func(c *mpi.Comm) error { return ratePair(c, 0, b.N) }); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// BenchmarkMessageRate4T is the message rate of 4 goroutines of rank 0 sending to 4
-// of rank 1 (Thakur and Gropp's 4T-4T); ns/op is per message.
-func BenchmarkMessageRate4T(b *testing.B) {
-	const pairs = 4
-	err := mpi.Run(2, func(c *mpi.Comm) error {
-		var wg sync.WaitGroup
-		errs := make([]error, pairs)
-		for t := range pairs {
-			wg.Go(func() { errs[t] = ratePair(c, t, b.N/pairs+1) })
-		}
-		wg.Wait()
-		return errors.Join(errs...)
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-}
 
 // BenchmarkUnexpected shows that a receive costs the same whether 0 or 10,000
 // messages of other tags are queued ahead of it: ns/op is one send and its receive.
@@ -208,39 +156,6 @@ func BenchmarkIdleRank(b *testing.B) {
 		}
 		used := (during.HeapAlloc + during.StackInuse) - (before.HeapAlloc + before.StackInuse)
 		b.ReportMetric(float64(used)/n, "bytes/rank")
-	}
-}
-
-// BenchmarkStream8B is OSU's bandwidth test at 8 bytes: windows of 64 Isend and
-// Irecv, each completed with Waitall; ns/op is per message.
-func BenchmarkStream8B(b *testing.B) {
-	const window = 64
-	err := mpi.Run(2, func(c *mpi.Comm) error {
-		bufs := make([][]byte, window)
-		for i := range bufs {
-			bufs[i] = make([]byte, 8)
-		}
-		reqs := make([]*mpi.Request, window)
-		for i := 0; i < b.N/window+1; i++ {
-			for w := range reqs {
-				var err error
-				if c.Rank() == 0 {
-					reqs[w], err = mpi.Isend(c, bufs[w], 1, 0)
-				} else {
-					reqs[w], err = mpi.Irecv(c, bufs[w], 0, 0)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if _, err := mpi.Waitall(reqs...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
 	}
 }
 

@@ -152,18 +152,7 @@ func bandwidth(c *mpi.Comm, n int) error {
 	ack := make([]byte, 4)
 	run := func(n int) error {
 		for i := 0; i < n; i++ {
-			for w := range reqs {
-				var err error
-				if c.Rank() == 0 {
-					reqs[w], err = mpi.Isend(c, bufs[w], 1, 0)
-				} else {
-					reqs[w], err = mpi.Irecv(c, bufs[w], 0, 0)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if _, err := mpi.Waitall(reqs...); err != nil {
+			if err := streamWindow(c, bufs, reqs); err != nil {
 				return err
 			}
 		}
@@ -184,6 +173,24 @@ func bandwidth(c *mpi.Comm, n int) error {
 		report("bandwidth", float64(*size)*window*float64(n)/(mpi.Wtime()-start)/1e9, "GB/s")
 	}
 	return nil
+}
+
+// streamWindow sends one window of messages from rank 0 to rank 1: an Isend (or
+// Irecv) of each buffer, then Waitall, as OSU's bandwidth test does.
+func streamWindow(c *mpi.Comm, bufs [][]byte, reqs []*mpi.Request) error {
+	for w := range reqs {
+		var err error
+		if c.Rank() == 0 {
+			reqs[w], err = mpi.Isend(c, bufs[w], 1, 0)
+		} else {
+			reqs[w], err = mpi.Irecv(c, bufs[w], 0, 0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := mpi.Waitall(reqs...)
+	return err
 }
 
 // ratePair sends n zero-byte messages from one sender to one receiver with tag; the
