@@ -76,6 +76,11 @@ func New(conn io.ReadWriteCloser, rank, size int) *Client {
 // closes.
 const handshakeTimeout = 30 * time.Second
 
+// maxRequest bounds one command line we send, newline included: Slurm's pmi2
+// plugin reads a PMI-1 request with a single 1024-byte read() and takes the
+// rest of a longer line for a new, malformed request.
+const maxRequest = 1024
+
 // FromEnv connects to the PMI server named by the environment, as set up by
 // the launcher:
 //
@@ -425,6 +430,15 @@ func (c *Client) Put(key, value string) error {
 	}
 	enc := base64.RawURLEncoding.EncodeToString([]byte(value))
 	room := c.valMax - 1
+	// Slurm's pmi2 plugin reads a PMI-1 request with one read of at most
+	// maxRequest bytes, whatever vallen_max says: the whole put line, with
+	// the longest key the server accepts and the newline, must fit.
+	if fit := maxRequest - len("cmd=put kvsname= key= value=\n") - len(c.kvsname) - (c.keyMax - 1); fit < room {
+		if fit < 8 {
+			return fmt.Errorf("pmi: put: kvsname %q and keylen_max=%d leave %d bytes of a %d-byte request for the value", clip(c.kvsname), c.keyMax, fit, maxRequest)
+		}
+		room = fit
+	}
 	n := pieces(len(enc), room)
 	longest := len(key)
 	if n > 1 {
