@@ -35,9 +35,13 @@ func (ep *Endpoint) push(m *Request) {
 // message goes into the earliest matching posted receive, or onto the unexpected
 // queue. It returns how many receives it completed. Caller holds ep.mu.
 func (ep *Endpoint) drain() (completed int) {
-	if ep.emptyBox() {
+	if ep.box.state.Load() == boxEmpty && ep.inbox.Load() == nil {
+		return 0
+	}
+	if ep.holdBox() {
 		completed++
 	}
+	defer ep.releaseBox()
 	if ep.inbox.Load() == nil {
 		return completed
 	}

@@ -1,6 +1,9 @@
 package p2p
 
-import "sync/atomic"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // The mailbox is a one-message slot in the receiver's first cache line, beside its
 // inbox. A blocking sender of a small message writes envelope and data straight into
@@ -9,8 +12,11 @@ import "sync/atomic"
 // way instead of an inbox entry and a copy.
 //
 // Order: the mailbox is filled only while the inbox is empty, a sender whose earlier
-// message still sits in it finds it full and uses the inbox, and drain takes the
-// mailbox before the inbox, so a sender's messages are matched in the order sent.
+// message still sits in it finds it full and uses the inbox, and a drain holds the
+// mailbox from before it takes the inbox until it is done, so that nothing can be
+// deposited in between: a message deposited before the drain is matched first, one
+// deposited after waits for the next drain. A sender's messages are matched in the
+// order sent.
 
 // mailboxCap is the largest message the mailbox holds: what is left of the line.
 const mailboxCap = 32
@@ -19,6 +25,7 @@ const (
 	boxEmpty uint32 = iota
 	boxBusy         // a sender is writing it
 	boxFull
+	boxHeld // a drain is running: no deposit until it ends
 )
 
 type mailbox struct {
@@ -51,24 +58,35 @@ func (ep *Endpoint) deposit(buf []byte, k key, from *Endpoint) bool {
 	return true
 }
 
-// emptyBox moves a full mailbox into the earliest matching posted receive or, as an
-// eager copy that keeps its pool charge, onto the unexpected queue, and reports
-// whether it completed a receive. Caller holds ep.mu.
-func (ep *Endpoint) emptyBox() bool {
-	if ep.box.state.Load() != boxFull {
-		return false
+// holdBox takes the mailbox for the rest of a drain: a full one's message goes into
+// the earliest matching posted receive or, as an eager copy that keeps its pool
+// charge, onto the unexpected queue. It reports whether it completed a receive.
+// Caller holds ep.mu, and calls releaseBox when the drain is done.
+func (ep *Endpoint) holdBox() bool {
+	for {
+		switch ep.box.state.Load() {
+		case boxEmpty:
+			if ep.box.state.CompareAndSwap(boxEmpty, boxHeld) {
+				return false
+			}
+		case boxBusy:
+			runtime.Gosched() // a sender is between its claim and its last store
+		case boxFull:
+			data, k := ep.box.data[:ep.box.n], ep.box.key
+			r := ep.takePosted(k)
+			if r != nil {
+				deliver(r, data, k)
+				ep.giveBack(chargeOf(len(data)))
+			} else {
+				ep.queue(newCopy(data, k))
+			}
+			return r != nil // the state stays full, which keeps deposits out too
+		}
 	}
-	data, k := ep.box.data[:ep.box.n], ep.box.key
-	r := ep.takePosted(k)
-	if r != nil {
-		deliver(r, data, k)
-		ep.giveBack(chargeOf(len(data)))
-	} else {
-		ep.queue(newCopy(data, k))
-	}
-	ep.box.state.Store(boxEmpty)
-	return r != nil
 }
+
+// releaseBox opens the mailbox again at the end of a drain. Caller holds ep.mu.
+func (ep *Endpoint) releaseBox() { ep.box.state.Store(boxEmpty) }
 
 // arrived reports whether a message waits in the mailbox or the inbox.
 func (ep *Endpoint) arrived() bool {
