@@ -25,7 +25,7 @@ type Comm struct {
 	core  *commCore
 	rank  int
 	freed atomic.Bool
-	dups  uint64 // Dup calls made by this rank on this communicator
+	made  uint64 // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
 }
 
 // commCore is what all the ranks of a communicator share.
@@ -36,14 +36,72 @@ type commCore struct {
 	coll  *coll.Comm // the collectives' state: episodes and each rank's count of them
 
 	mu      sync.Mutex
-	pending map[uint64]*dupAgreement // Dups that some ranks have made and others not yet
+	pending map[uint64]*agreement // calls making communicators that some ranks have made and others not yet
 }
 
-// dupAgreement lets the k-th Dup of every rank return the same new communicator
-// without any message: the first rank to arrive makes it, the last one forgets it.
-type dupAgreement struct {
-	core *commCore
-	left int
+// agreement lets the k-th call making communicators (Dup, Split, Create, SplitType)
+// of every rank of a communicator agree on its result without any message: the first
+// rank to arrive makes the shared data, every rank adds its part under the
+// communicator's lock, and the last one forgets it and, for calls that must see
+// every rank's part, finishes the data and closes done.
+type agreement struct {
+	op   string
+	left int           // ranks yet to arrive
+	data any           // the call's shared state
+	done chan struct{} // closed once the last rank has finished data; nil if nobody waits
+}
+
+// agree joins the calling rank's next call making communicators on c, which every
+// rank of c makes in the same order (as MPI requires of collectives). The first rank
+// to arrive makes the data with start; every rank then runs join on it under c's
+// lock. If finish is not nil, the last rank to arrive runs it outside the lock, then
+// closes done, which the others wait for. A rank whose call is not the same operation
+// as the others' gets an error without taking part.
+func (c *Comm) agree(op string, start func() any, join, finish func(data any)) (*agreement, error) {
+	core := c.core
+	core.mu.Lock()
+	seq := c.made
+	c.made++
+	a := core.pending[seq]
+	if a == nil {
+		if core.pending == nil {
+			core.pending = make(map[uint64]*agreement)
+		}
+		a = &agreement{op: op, left: c.Size(), data: start()}
+		if finish != nil {
+			a.done = make(chan struct{})
+		}
+		core.pending[seq] = a
+	}
+	if a.op != op {
+		core.mu.Unlock()
+		return nil, errs.New(errs.Arg, op, c.rank,
+			"call %d making a communicator from this one is %s here but %s on another rank: every rank must make them in the same order", seq+1, op, a.op)
+	}
+	if join != nil {
+		join(a.data)
+	}
+	a.left--
+	last := a.left == 0
+	if last {
+		delete(core.pending, seq)
+	}
+	core.mu.Unlock()
+	if last && finish != nil {
+		finish(a.data)
+		close(a.done)
+	}
+	return a, nil
+}
+
+// derive makes the shared state of a new communicator whose ranks are peers, in
+// that order, with a new context and its own collective state.
+func (core *commCore) derive(peers []*p2p.Endpoint) *commCore {
+	return &commCore{
+		Comm: p2p.Comm{Ctx: core.job.nextCtx.Add(1), Peers: peers, World: core.World},
+		job:  core.job,
+		coll: coll.New(core.job.colls, len(peers), core.World.Config().Spin),
+	}
 }
 
 // Rank returns the calling rank's number in c, from 0 to Size()-1.
@@ -92,32 +150,17 @@ func (c *Comm) failed(err error, op string, peer, tag int) error {
 }
 
 // Dup returns a new communicator with the same ranks and a new context. Like MPI's,
-// it is collective: every rank of c calls it, in the same order as its other Dups.
+// it is collective: every rank of c calls it, in the same order as its other calls
+// making communicators from c (Dup, Split, SplitType, Create).
 func (c *Comm) Dup() (*Comm, error) {
 	if err := c.check("Dup"); err != nil {
 		return nil, err
 	}
-	core := c.core
-	seq := c.dups
-	c.dups++
-	core.mu.Lock()
-	defer core.mu.Unlock()
-	a := core.pending[seq]
-	if a == nil {
-		if core.pending == nil {
-			core.pending = make(map[uint64]*dupAgreement)
-		}
-		a = &dupAgreement{left: c.Size(), core: &commCore{
-			Comm: p2p.Comm{Ctx: core.job.nextCtx.Add(1), Peers: core.Peers, World: core.World},
-			job:  core.job,
-			coll: coll.New(core.job.colls, c.Size(), core.World.Config().Spin),
-		}}
-		core.pending[seq] = a
+	a, err := c.agree("Dup", func() any { return c.core.derive(c.core.Peers) }, nil, nil)
+	if err != nil {
+		return nil, err
 	}
-	if a.left--; a.left == 0 {
-		delete(core.pending, seq)
-	}
-	return &Comm{core: a.core, rank: c.rank}, nil
+	return &Comm{core: a.data.(*commCore), rank: c.rank}, nil
 }
 
 // Free releases the calling rank's handle; using it afterwards is an ErrComm error.

@@ -29,4 +29,5 @@ const (
 	ErrIntern     = errs.Intern     // a Weft bug
 	ErrRoot       = errs.Root       // a collective's root out of range, or different on different ranks
 	ErrOp         = errs.Op         // a reduction operation not defined on the element type
+	ErrGroup      = errs.Group      // a nil group, or one that is not a subgroup of the communicator's
 )

@@ -27,6 +27,7 @@ const (
 	Intern                      // an internal invariant failed: a Weft bug
 	Root                        // an invalid root of a collective
 	Op                          // an invalid reduction operation, or one not defined on the type
+	Group                       // a nil group, or one that is not a subgroup of the communicator's
 )
 
 var classNames = [...]string{
@@ -44,6 +45,7 @@ var classNames = [...]string{
 	Intern:     "internal error",
 	Root:       "invalid root",
 	Op:         "invalid operation",
+	Group:      "invalid group",
 }
 
 func (c Class) Error() string {

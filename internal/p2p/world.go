@@ -81,6 +81,9 @@ func (wd *World) Abort(cause *errs.Error) {
 	}
 }
 
+// Aborted returns a channel closed when the job is aborted, for waits outside the engine.
+func (wd *World) Aborted() <-chan struct{} { return wd.abort }
+
 // Cause returns why the job was aborted, or nil.
 func (wd *World) Cause() *errs.Error { return wd.cause.Load() }
 
