@@ -181,23 +181,32 @@ func TestReduceBool(t *testing.T) {
 	})
 }
 
+// The 2x2 integer matrices of the non-commutative tests, packed as four int16 in an
+// int64: matMul is their product (entries mod 2^16), matOp the user op applying it,
+// whose result is right only in rank order.
+func matPack(m [4]int64) int64 {
+	return m[0]&0xffff | (m[1]&0xffff)<<16 | (m[2]&0xffff)<<32 | (m[3]&0xffff)<<48
+}
+
+func matUnpack(v int64) [4]int64 {
+	return [4]int64{int64(int16(v)), int64(int16(v >> 16)), int64(int16(v >> 32)), int64(int16(v >> 48))}
+}
+
+func matMul(a, b int64) int64 {
+	x, y := matUnpack(a), matUnpack(b)
+	return matPack([4]int64{x[0]*y[0] + x[1]*y[2], x[0]*y[1] + x[1]*y[3], x[2]*y[0] + x[3]*y[2], x[2]*y[1] + x[3]*y[3]})
+}
+
+var matOp = mpi.NewOp(func(in, inout []int64) {
+	for i := range inout {
+		inout[i] = matMul(in[i], inout[i])
+	}
+}, false)
+
 // TestReduceNonCommutative multiplies 2x2 integer matrices (4 int64 per element
 // would need a struct; here each element is one matrix packed as four int16 in an
 // int64): the product is right only in rank order.
 func TestReduceNonCommutative(t *testing.T) {
-	pack := func(m [4]int64) int64 { return m[0]&0xffff | (m[1]&0xffff)<<16 | (m[2]&0xffff)<<32 | (m[3]&0xffff)<<48 }
-	unpack := func(v int64) [4]int64 {
-		return [4]int64{int64(int16(v)), int64(int16(v >> 16)), int64(int16(v >> 32)), int64(int16(v >> 48))}
-	}
-	mul := func(a, b int64) int64 { // a * b, entries mod 2^16
-		x, y := unpack(a), unpack(b)
-		return pack([4]int64{x[0]*y[0] + x[1]*y[2], x[0]*y[1] + x[1]*y[3], x[2]*y[0] + x[3]*y[2], x[2]*y[1] + x[3]*y[3]})
-	}
-	matOp := mpi.NewOp(func(in, inout []int64) {
-		for i := range inout {
-			inout[i] = mul(in[i], inout[i])
-		}
-	}, false)
 	for _, n := range collSizes {
 		for _, size := range []int{1, 7, 5000} {
 			t.Run(fmt.Sprintf("ranks=%d/len=%d", n, size), func(t *testing.T) {
@@ -206,14 +215,14 @@ func TestReduceNonCommutative(t *testing.T) {
 					for r := range xs {
 						xs[r] = make([]int64, size)
 						for i := range xs[r] {
-							xs[r][i] = pack([4]int64{1, int64(r + i%3), 0, 1 + int64(r%2)})
+							xs[r][i] = matPack([4]int64{1, int64(r + i%3), 0, 1 + int64(r%2)})
 						}
 					}
 					want := make([]int64, size)
 					for i := range want { // left to right, as a loop would
 						acc := xs[0][i]
 						for r := 1; r < n; r++ {
-							acc = mul(acc, xs[r][i])
+							acc = matMul(acc, xs[r][i])
 						}
 						want[i] = acc
 					}
@@ -374,33 +383,45 @@ func TestCollDupConcurrent(t *testing.T) {
 // TestCollPanicReleases: a rank that panics instead of joining a collective releases
 // the others with ErrProcFailed.
 func TestCollPanicReleases(t *testing.T) {
-	for _, coll := range []string{"Barrier", "Bcast", "Reduce", "Allreduce"} {
-		t.Run(coll, func(t *testing.T) {
+	const n = 17
+	colls := []struct {
+		name string
+		call func(c *mpi.Comm, buf []float64) error
+	}{
+		{"Barrier", func(c *mpi.Comm, buf []float64) error { return c.Barrier() }},
+		{"Bcast", func(c *mpi.Comm, buf []float64) error { return mpi.Bcast(c, buf, 5) }},
+		{"Reduce", func(c *mpi.Comm, buf []float64) error {
+			return mpi.Reduce(c, buf, make([]float64, len(buf)), mpi.Sum, 0)
+		}},
+		{"Allreduce", func(c *mpi.Comm, buf []float64) error { return mpi.Allreduce(c, nil, buf, mpi.Sum) }},
+		{"Gather", func(c *mpi.Comm, buf []float64) error {
+			return mpi.Gather(c, buf[:len(buf)/n], make([]float64, len(buf)), 0)
+		}},
+		{"Scatter", func(c *mpi.Comm, buf []float64) error {
+			return mpi.Scatter(c, buf, make([]float64, len(buf)/n), 5)
+		}},
+		{"Allgather", func(c *mpi.Comm, buf []float64) error { return mpi.Allgather(c, nil, buf) }},
+		{"Alltoall", func(c *mpi.Comm, buf []float64) error { return mpi.Alltoall(c, nil, buf) }},
+		{"Scan", func(c *mpi.Comm, buf []float64) error { return mpi.Scan(c, nil, buf, mpi.Sum) }},
+		{"ReduceScatterBlock", func(c *mpi.Comm, buf []float64) error {
+			return mpi.ReduceScatterBlock(c, nil, buf, mpi.Sum)
+		}},
+	}
+	for _, coll := range colls {
+		t.Run(coll.name, func(t *testing.T) {
 			var released atomic.Int64
-			err := run(t, 17, func(c *mpi.Comm) error {
+			err := run(t, n, func(c *mpi.Comm) error {
 				if c.Rank() == 5 {
 					panic("rank 5 gives up")
 				}
-				buf := make([]float64, 3000)
-				var err error
-				switch coll {
-				case "Barrier":
-					err = c.Barrier()
-				case "Bcast":
-					err = mpi.Bcast(c, buf, 5)
-				case "Reduce":
-					err = mpi.Reduce(c, buf, make([]float64, 3000), mpi.Sum, 0)
-				case "Allreduce":
-					err = mpi.Allreduce(c, nil, buf, mpi.Sum)
-				}
-				if _, e := wantClass(err, mpi.ErrProcFailed); e != nil {
+				if _, e := wantClass(coll.call(c, make([]float64, n*100)), mpi.ErrProcFailed); e != nil {
 					return e
 				}
 				released.Add(1)
 				return nil
 			})
-			if !errors.Is(err, mpi.ErrPanic) || released.Load() != 16 {
-				t.Fatalf("Run: %v; %d ranks released, want 16", err, released.Load())
+			if !errors.Is(err, mpi.ErrPanic) || released.Load() != n-1 {
+				t.Fatalf("Run: %v; %d ranks released, want %d", err, released.Load(), n-1)
 			}
 		})
 	}
@@ -423,11 +444,13 @@ func TestCollAbort(t *testing.T) {
 	}
 }
 
+// check returns nil if err is of class, else an error saying what it is.
+func check(err error, class mpi.Class) error {
+	_, e := wantClass(err, class)
+	return e
+}
+
 func TestCollErrors(t *testing.T) {
-	check := func(err error, class mpi.Class) error {
-		_, e := wantClass(err, class)
-		return e
-	}
 	// Local errors: every rank makes the same mistake.
 	mustRun(t, 3, func(c *mpi.Comm) error {
 		buf := []float64{1}

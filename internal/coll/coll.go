@@ -143,7 +143,7 @@ func (k kind) String() string {
 	case allreduce:
 		return "Allreduce"
 	}
-	return "collective"
+	return k.more()
 }
 
 // episode is one collective call of every rank of a communicator.
@@ -173,6 +173,8 @@ type episode struct {
 	fault  atomic.Pointer[errs.Error]
 
 	tree [][]node // Barrier of more than fanIn ranks: the combining tree, leaves first
+
+	x atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers
 }
 
 // gate is a one-shot event: a flag to poll and a channel to park on, made by the

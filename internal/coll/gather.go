@@ -1,0 +1,338 @@
+package coll
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// The data-movement collectives and the prefix reductions: Gather, Scatter,
+// Allgather, Alltoall (and their v-variants), Scan, Exscan and ReduceScatterBlock.
+//
+// They share one protocol on the episode machinery. Each rank joins its episode,
+// publishes its buffers (and, for the v-variants, its counts and displacements) in
+// the episode's exchange, and arrives; the last to arrive checks that the ranks
+// agree (lengths, counts) and opens the start gate. Then every rank does its own
+// part, copying straight between the ranks' buffers: a rank pushes its block into
+// the root's buffer (Gather) or pulls its blocks from the others' buffers (the
+// others), and a reducing rank folds the others' contributions into its own
+// receive buffer in rank order. Every rank leaves once all have finished, since
+// the others may still read its buffers until then.
+//
+// In place is the caller's business: a rank passes a send buffer that is the block
+// of its own receive buffer (or the reverse) where the data already lies, and the
+// copy of a block onto itself is skipped; where the others read a buffer that its
+// owner overwrites (Alltoall, the reductions), the caller passes a copy.
+//
+// Counts and displacements are in bytes here; the caller has checked them (no
+// negative count, every block inside its buffer, no overlapping receive blocks).
+
+// The kinds of this file, far from the others' so that new kinds there never collide.
+const (
+	gather kind = 64 + iota
+	gatherv
+	scatter
+	scatterv
+	allgather
+	allgatherv
+	alltoall
+	alltoallv
+	scan
+	exscan
+	reduceScatterBlock
+)
+
+var moreNames = map[kind]string{
+	gather: "Gather", gatherv: "Gatherv", scatter: "Scatter", scatterv: "Scatterv",
+	allgather: "Allgather", allgatherv: "Allgatherv", alltoall: "Alltoall", alltoallv: "Alltoallv",
+	scan: "Scan", exscan: "Exscan", reduceScatterBlock: "ReduceScatterBlock",
+}
+
+func (k kind) more() string {
+	if s, ok := moreNames[k]; ok {
+		return s
+	}
+	return "collective"
+}
+
+// exchange is what the ranks of one episode publish: one part each, written by its
+// rank before it arrives and read by the others after the start gate opens.
+type exchange struct {
+	parts    []Part
+	finished atomic.Int64 // ranks done with their share
+}
+
+// Part is one rank's buffers in a collective of this file. Counts and displacements
+// (bytes) describe the blocks of a buffer: block j is buf[Displs[j]:Displs[j]+Counts[j]].
+// With nil Counts, the blocks are Block bytes each, one after the other.
+type Part struct {
+	Send, Recv []byte
+
+	SendBlock, RecvBlock   int   // uniform blocks (when the counts are nil)
+	SendCounts, SendDispls []int // v-variants
+	RecvCounts, RecvDispls []int
+}
+
+func (p *Part) sendBlock(j int) []byte {
+	if p.SendCounts == nil {
+		return p.Send[j*p.SendBlock : (j+1)*p.SendBlock]
+	}
+	return p.Send[p.SendDispls[j] : p.SendDispls[j]+p.SendCounts[j]]
+}
+
+func (p *Part) recvBlock(j int) []byte {
+	if p.RecvCounts == nil {
+		return p.Recv[j*p.RecvBlock : (j+1)*p.RecvBlock]
+	}
+	return p.Recv[p.RecvDispls[j] : p.RecvDispls[j]+p.RecvCounts[j]]
+}
+
+func (p *Part) sendCount(j int) int {
+	if p.SendCounts == nil {
+		return p.SendBlock
+	}
+	return p.SendCounts[j]
+}
+
+func (p *Part) recvCount(j int) int {
+	if p.RecvCounts == nil {
+		return p.RecvBlock
+	}
+	return p.RecvCounts[j]
+}
+
+// Gather: every rank's Send goes to block rank of the root's receive buffer (the
+// root's RecvBlock or RecvCounts/RecvDispls); Recv is ignored elsewhere. A rank
+// sending more than the root's block for it gets ErrTruncate, fewer ErrCount.
+func (c *Comm) Gather(rank int, p Part, elem, root int) error {
+	return c.exchange(gather, rank, root, elem, nil, p)
+}
+
+// Gatherv is Gather with the root's RecvCounts and RecvDispls.
+func (c *Comm) Gatherv(rank int, p Part, elem, root int) error {
+	return c.exchange(gatherv, rank, root, elem, nil, p)
+}
+
+// Scatter: block j of the root's Send goes to the start of rank j's Recv, which
+// must be at least as long (ErrTruncate otherwise).
+func (c *Comm) Scatter(rank int, p Part, elem, root int) error {
+	return c.exchange(scatter, rank, root, elem, nil, p)
+}
+
+// Scatterv is Scatter with the root's SendCounts and SendDispls.
+func (c *Comm) Scatterv(rank int, p Part, elem, root int) error {
+	return c.exchange(scatterv, rank, root, elem, nil, p)
+}
+
+// Allgather: every rank's Send goes to block rank of every rank's Recv.
+func (c *Comm) Allgather(rank int, p Part, elem int) error {
+	return c.exchange(allgather, rank, 0, elem, nil, p)
+}
+
+// Allgatherv is Allgather with every rank's RecvCounts and RecvDispls.
+func (c *Comm) Allgatherv(rank int, p Part, elem int) error {
+	return c.exchange(allgatherv, rank, 0, elem, nil, p)
+}
+
+// Alltoall: block j of rank i's Send goes to block i of rank j's Recv.
+func (c *Comm) Alltoall(rank int, p Part, elem int) error {
+	return c.exchange(alltoall, rank, 0, elem, nil, p)
+}
+
+// Alltoallv is Alltoall with every rank's send and receive counts and displacements.
+func (c *Comm) Alltoallv(rank int, p Part, elem int) error {
+	return c.exchange(alltoallv, rank, 0, elem, nil, p)
+}
+
+// Scan: the first len(Send) bytes of rank r's Recv get send(0) op (send(1) op (...
+// op send(r))). Every rank's Send must have rank 0's length.
+func (c *Comm) Scan(rank int, p Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(scan, rank, 0, elem, fn, p)
+}
+
+// Exscan is Scan without the rank's own contribution; rank 0's Recv is not written.
+func (c *Comm) Exscan(rank int, p Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(exscan, rank, 0, elem, fn, p)
+}
+
+// ReduceScatterBlock: rank r's Recv block 0 gets the reduction, in rank order, of
+// block r of every rank's Send (SendBlock bytes each, the same on every rank).
+func (c *Comm) ReduceScatterBlock(rank int, p Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(reduceScatterBlock, rank, 0, elem, fn, p)
+}
+
+// exchange runs one collective of this file: publish, check, work, leave together.
+func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte), p Part) error {
+	if c.n == 1 {
+		x := &exchange{parts: []Part{p}}
+		if f := c.agree(k, x, root, elem); f != nil {
+			f.Rank = rank
+			return f
+		}
+		if f := c.part(k, x, rank, root, fn); f != nil {
+			f.Rank = rank
+			return f
+		}
+		return nil
+	}
+	e := c.join(rank, k, root, elem, fn)
+	if e == nil {
+		return ErrAborted
+	}
+	c.check(e, rank, k, root, elem)
+	x := e.x.Load()
+	if x == nil {
+		fresh := &exchange{parts: make([]Part, c.n)}
+		if e.x.CompareAndSwap(nil, fresh) {
+			x = fresh
+		} else {
+			x = e.x.Load()
+		}
+	}
+	x.parts[rank] = p
+	n := int64(c.n)
+	ok := true
+	if e.arrived.Add(1) == n {
+		if e.fault.Load() == nil {
+			if f := c.agree(k, x, root, elem); f != nil {
+				e.fail(f)
+			}
+		}
+		e.start.release()
+	} else {
+		ok = c.wait(&e.start)
+	}
+	if ok && e.fault.Load() == nil && e.enter() {
+		f := c.part(k, x, rank, root, e.fn)
+		e.exit()
+		if f != nil {
+			e.fail(f)
+		}
+	}
+	if x.finished.Add(1) == n {
+		e.done.release()
+	} else if ok {
+		ok = c.wait(&e.done)
+	}
+	return c.outcome(e, rank, ok)
+}
+
+// agree checks, once every rank has published its part, that the ranks' lengths
+// and counts fit one another. It reads only the parts, not the buffers.
+func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
+	ps := x.parts
+	fault := func(class errs.Class, peer int, format string, args ...any) *errs.Error {
+		return &errs.Error{Class: class, Op: k.String(), Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
+	}
+	el := func(b int) int { return b / max(elem, 1) }
+	// mismatch compares what a sender sends with the room its receiver has for it.
+	mismatch := func(from, to, sent, room int) *errs.Error {
+		switch {
+		case sent > room:
+			return fault(errs.Truncate, from, "rank %d sends %d elements to rank %d, which expects %d", from, el(sent), to, el(room))
+		case sent < room:
+			return fault(errs.Count, from, "rank %d sends %d elements to rank %d, which expects %d", from, el(sent), to, el(room))
+		}
+		return nil
+	}
+	switch k {
+	case gather, gatherv:
+		for j := range ps {
+			if f := mismatch(j, root, len(ps[j].Send), ps[root].recvCount(j)); f != nil {
+				return f
+			}
+		}
+	case scatter, scatterv:
+		for j := range ps {
+			if sent, room := ps[root].sendCount(j), len(ps[j].Recv); sent > room {
+				return fault(errs.Truncate, j, "the root sends %d elements to rank %d, whose receive buffer holds %d", el(sent), j, el(room))
+			}
+		}
+	case allgather, alltoall, reduceScatterBlock:
+		for j := range ps {
+			if a, b := ps[0].SendBlock, ps[j].SendBlock; a != b {
+				return fault(errs.Count, j, "blocks of %d elements on rank 0 but of %d on rank %d", el(a), el(b), j)
+			}
+		}
+	case allgatherv:
+		for i := range ps {
+			for j := range ps {
+				if f := mismatch(j, i, len(ps[j].Send), ps[i].recvCount(j)); f != nil {
+					return f
+				}
+			}
+		}
+	case alltoallv:
+		for i := range ps {
+			for j := range ps {
+				if f := mismatch(j, i, ps[j].sendCount(i), ps[i].recvCount(j)); f != nil {
+					return f
+				}
+			}
+		}
+	case scan, exscan:
+		for j := range ps {
+			if a, b := len(ps[0].Send), len(ps[j].Send); a != b {
+				return fault(errs.Count, j, "rank 0 has %d elements, rank %d has %d", el(a), j, el(b))
+			}
+		}
+	}
+	return nil
+}
+
+// part does the calling rank's share of the copies or of the reduction.
+func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte)) (fault *errs.Error) {
+	ps, me := x.parts, &x.parts[rank]
+	switch k {
+	case gather, gatherv:
+		move(ps[root].recvBlock(rank), me.Send)
+	case scatter, scatterv:
+		src := ps[root].sendBlock(rank)
+		move(me.Recv[:len(src)], src)
+	case allgather, allgatherv:
+		for j := range ps {
+			move(me.recvBlock(j), ps[j].Send)
+		}
+	case alltoall, alltoallv:
+		for j := range ps {
+			move(me.recvBlock(j), ps[j].sendBlock(rank))
+		}
+	case scan, exscan, reduceScatterBlock:
+		defer func() {
+			if p := recover(); p != nil {
+				fault = &errs.Error{Class: errs.Op, Op: k.String(), Peer: errs.None, Tag: errs.None,
+					Detail: fmt.Sprint("the reduction function panicked: ", p)}
+			}
+		}()
+		var acc []byte
+		var in func(j int) []byte
+		top := rank // the last contribution folded in
+		switch k {
+		case scan:
+			acc, in = me.Recv[:len(me.Send)], func(j int) []byte { return ps[j].Send }
+		case exscan:
+			if rank == 0 {
+				return nil
+			}
+			acc, in, top = me.Recv[:len(me.Send)], func(j int) []byte { return ps[j].Send }, rank-1
+		default:
+			acc, in, top = me.Recv[:me.SendBlock], func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps)-1
+		}
+		move(acc, in(top))
+		for j := top - 1; j >= 0; j-- {
+			fn(in(j), acc)
+		}
+	}
+	return nil
+}
+
+// move copies src to dst, which have the same length, unless they are the same bytes
+// (in place).
+func move(dst, src []byte) {
+	if len(src) == 0 || unsafe.SliceData(dst) == unsafe.SliceData(src) {
+		return
+	}
+	copy(dst, src)
+}

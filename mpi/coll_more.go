@@ -1,0 +1,399 @@
+package mpi
+
+import (
+	"reflect"
+	"slices"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// Gather, Scatter, Allgather, Alltoall, their v-variants, Scan, Exscan and
+// ReduceScatterBlock follow the rules of the collectives above. Each copies
+// straight from the sending rank's buffer into the receiving rank's; a receive
+// buffer may be longer than what it receives (the rest is left alone). Counts and
+// displacements of the v-variants are in elements, one of each per rank; a wrong
+// number of them is ErrArg, a negative count ErrCount, a negative displacement or a
+// block outside its buffer ErrArg (even for a zero count), receive blocks that
+// overlap ErrBuffer, all found before the rank takes part (send blocks may overlap). Lengths that disagree between
+// ranks are found inside the collective: a sender with more elements than its
+// receiver expects gets ErrTruncate, with fewer ErrCount, and so does every rank.
+//
+// In place (MPI_IN_PLACE): a nil send at the root of Gather(v), on any rank of
+// Allgather(v), Alltoall(v), Scan, Exscan and ReduceScatterBlock, and a nil recv at
+// the root of Scatter(v). The data then lies where MPI says it does; for Alltoall(v),
+// Scan, Exscan and ReduceScatterBlock, whose in-place buffer the others read while
+// its owner overwrites it, the rank's contribution is first copied aside.
+
+// Gather collects every rank's send, in rank order, into recv at the root: rank j's
+// send lands in recv[j*m:(j+1)*m], m being len(send) at the root. recv is used only at
+// the root (it may be nil elsewhere) and must hold at least Size()*m elements there.
+// Every rank's send must have the root's length. In place: a nil send at the root,
+// whose own block already lies in recv; m is then len(recv)/Size(), and len(recv)
+// must be a multiple of Size().
+func Gather[T Elem](c *Comm, send, recv []T, root int) error {
+	const name = "Gather"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n, el := c.Size(), sizeOf[T]()
+	p := coll.Part{Send: bytesOf(send)}
+	if c.rank == root {
+		m, err := blockOf(c, name, send, recv, n)
+		if err != nil {
+			return err
+		}
+		p.Recv, p.RecvBlock = bytesOf(recv), m*el
+		if send == nil {
+			p.Send = bytesOf(recv[root*m : (root+1)*m])
+		}
+	}
+	return c.collective(c.core.coll.Gather(c.rank, p, el, root), name)
+}
+
+// Scatter sends block j of the root's send, send[j*m:(j+1)*m] with m = len(send)/Size(),
+// to rank j's recv, which must hold at least m elements; the rest of recv is left
+// alone. send is used only at the root, where its length must be a multiple of
+// Size(). In place: a nil recv at the root, whose block stays in send.
+func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
+	const name = "Scatter"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	n, el := c.Size(), sizeOf[T]()
+	p := coll.Part{Recv: bytesOf(recv)}
+	if c.rank == root {
+		if len(send)%n != 0 {
+			return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+		}
+		m := len(send) / n
+		p.Send, p.SendBlock = bytesOf(send), m*el
+		switch {
+		case recv == nil:
+			p.Recv = bytesOf(send[root*m : (root+1)*m])
+		case len(recv) < m:
+			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+		case overlaps(p.Send, p.Recv):
+			return overlapError(c, name)
+		}
+	}
+	return c.collective(c.core.coll.Scatter(c.rank, p, el, root), name)
+}
+
+// Allgather is Gather with the result in every rank's recv, which must hold at least
+// Size()*len(send) elements. Every rank's send must have rank 0's length. In place:
+// a nil send, the rank's own block already lying in recv (len(recv) must then be a
+// multiple of Size()).
+func Allgather[T Elem](c *Comm, send, recv []T) error {
+	const name = "Allgather"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	n, el := c.Size(), sizeOf[T]()
+	m, err := blockOf(c, name, send, recv, n)
+	if err != nil {
+		return err
+	}
+	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el, RecvBlock: m * el}
+	if send == nil {
+		p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
+	}
+	return c.collective(c.core.coll.Allgather(c.rank, p, el), name)
+}
+
+// Alltoall sends block j of send to rank j, and puts the block rank j sent here in
+// block j of recv: send holds Size() blocks of m elements (len(send) must be a
+// multiple of Size()), recv at least as many. Every rank's m must be rank 0's. In
+// place: a nil send, recv holding the blocks to send (len(recv) a multiple of Size()).
+func Alltoall[T Elem](c *Comm, send, recv []T) error {
+	const name = "Alltoall"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	n, el := c.Size(), sizeOf[T]()
+	if send == nil {
+		if len(recv)%n != 0 {
+			return errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
+		}
+		send = slices.Clone(recv)
+	}
+	if len(send)%n != 0 {
+		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+	}
+	if len(recv) < len(send) {
+		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
+	}
+	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: len(send) / n * el, RecvBlock: len(send) / n * el}
+	if overlaps(p.Send, p.Recv) {
+		return overlapError(c, name)
+	}
+	return c.collective(c.core.coll.Alltoall(c.rank, p, el), name)
+}
+
+// Scan puts into recv on rank r the inclusive prefix reduction send0 op send1 op ...
+// op send_r, combined in rank order (x0 op (x1 op (... op x_r))), so a non-commutative
+// NewOp gets MPI's result. recv must hold at least len(send) elements; every rank's
+// send must have rank 0's length. A nil send means in place.
+func Scan[T Elem](c *Comm, send, recv []T, op Op) error {
+	return scanOf(c, "Scan", send, recv, op)
+}
+
+// Exscan is Scan without the rank's own contribution: recv on rank r > 0 gets
+// send0 op ... op send_(r-1). Rank 0's recv is left unchanged (MPI leaves it
+// undefined). A nil send means in place.
+func Exscan[T Elem](c *Comm, send, recv []T, op Op) error {
+	return scanOf(c, "Exscan", send, recv, op)
+}
+
+func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
+	if err := c.check(name); err != nil {
+		return err
+	}
+	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+	if err != nil {
+		return err
+	}
+	if send == nil {
+		send = slices.Clone(recv)
+	} else if send, err = inPlace(c, name, send, recv); err != nil {
+		return err
+	} else if len(send) > 0 && unsafe.SliceData(send) == unsafe.SliceData(recv) {
+		send = slices.Clone(send)
+	}
+	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv)}
+	if name == "Scan" {
+		return c.collective(c.core.coll.Scan(c.rank, p, sizeOf[T](), fn), name)
+	}
+	return c.collective(c.core.coll.Exscan(c.rank, p, sizeOf[T](), fn), name)
+}
+
+// ReduceScatterBlock reduces the ranks' sends element by element with op, in rank
+// order, and scatters the result: send holds Size() blocks of m elements (len(send)
+// a multiple of Size()), and recv on rank r, at least m long, gets block r of the
+// reduction. Every rank's m must be rank 0's. In place: a nil send, recv holding the
+// Size()*m elements to reduce; the result is its first m.
+func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
+	const name = "ReduceScatterBlock"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+	if err != nil {
+		return err
+	}
+	n, el := c.Size(), sizeOf[T]()
+	if send == nil {
+		send = slices.Clone(recv)
+	}
+	if len(send)%n != 0 {
+		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+	}
+	m := len(send) / n
+	if len(recv) < m {
+		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+	}
+	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el}
+	if overlaps(p.Send, p.Recv[:m*el]) {
+		return overlapError(c, name)
+	}
+	return c.collective(c.core.coll.ReduceScatterBlock(c.rank, p, el, fn), name)
+}
+
+// blockOf returns the block length m of a gathering rank: len(send), recv holding at
+// least n*m elements, or len(recv)/n in place (send nil).
+func blockOf[T Elem](c *Comm, name string, send, recv []T, n int) (int, error) {
+	if send == nil {
+		if len(recv)%n != 0 {
+			return 0, errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
+		}
+		return len(recv) / n, nil
+	}
+	m := len(send)
+	if len(recv) < n*m {
+		return 0, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of %d ranks sending %d", len(recv), n*m, n, m)
+	}
+	if overlaps(bytesOf(send), bytesOf(recv)) {
+		return 0, overlapError(c, name)
+	}
+	return m, nil
+}
+
+// overlaps reports whether two buffers share a byte.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	x, y := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return x < y+uintptr(len(b)) && y < x+uintptr(len(a))
+}
+
+func overlapError(c *Comm, name string) error {
+	return errs.New(errs.Buffer, name, c.rank, "the send and receive buffers overlap (for in place, pass a nil buffer)")
+}
+
+// Gatherv is Gather with blocks of their own sizes and places: rank j's send lands in
+// recv[displs[j]:displs[j]+counts[j]] at the root, and its length must be counts[j]
+// (more is ErrTruncate, fewer ErrCount, on every rank). recv, counts and displs are
+// used only at the root (they may be nil elsewhere), where counts and displs have one
+// entry per rank (ErrArg otherwise), every block lies inside recv and no two blocks
+// share an element (ErrBuffer); the elements of recv outside the blocks are left
+// alone. In place: a nil send at the root, whose own block already lies in recv.
+func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
+	const name = "Gatherv"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	el := sizeOf[T]()
+	p := coll.Part{Send: bytesOf(send)}
+	if c.rank == root {
+		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
+		if err != nil {
+			return err
+		}
+		p.Recv, p.RecvCounts, p.RecvDispls = bytesOf(recv), bc, bd
+		if send == nil {
+			p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
+		} else if overlaps(p.Send, p.Recv) {
+			return overlapError(c, name)
+		}
+	}
+	return c.collective(c.core.coll.Gatherv(c.rank, p, el, root), name)
+}
+
+// Scatterv is Scatter with blocks of their own sizes and places: the root sends
+// send[displs[j]:displs[j]+counts[j]] to rank j, whose recv must hold at least
+// counts[j] elements (ErrTruncate otherwise); the rest of recv is left alone. send,
+// counts and displs are used only at the root (they may be nil elsewhere), where
+// counts and displs have one entry per rank (ErrArg otherwise) and every block lies
+// inside send; the blocks may overlap, since they are only read. In place: a nil recv
+// at the root, whose block stays in send.
+func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
+	const name = "Scatterv"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	el := sizeOf[T]()
+	p := coll.Part{Recv: bytesOf(recv)}
+	if c.rank == root {
+		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false)
+		if err != nil {
+			return err
+		}
+		p.Send, p.SendCounts, p.SendDispls = bytesOf(send), bc, bd
+		switch {
+		case recv == nil:
+			p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
+		case len(recv) < counts[root]:
+			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
+		case overlaps(p.Send, p.Recv):
+			return overlapError(c, name)
+		}
+	}
+	return c.collective(c.core.coll.Scatterv(c.rank, p, el, root), name)
+}
+
+// Allgatherv is Gatherv with the result in every rank's recv: rank j's send lands in
+// recv[displs[j]:displs[j]+counts[j]] on every rank. Every rank checks its counts and
+// displs as Gatherv does at the root; each rank may place the blocks differently, but
+// all must agree on the counts (a send of other than counts[j] elements is
+// ErrTruncate or ErrCount, on every rank). In place: a nil send, the rank's own block
+// already lying in recv.
+func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
+	const name = "Allgatherv"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	el := sizeOf[T]()
+	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
+	if err != nil {
+		return err
+	}
+	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), RecvCounts: bc, RecvDispls: bd}
+	if send == nil {
+		p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
+	} else if overlaps(p.Send, p.Recv) {
+		return overlapError(c, name)
+	}
+	return c.collective(c.core.coll.Allgatherv(c.rank, p, el), name)
+}
+
+// Alltoallv is Alltoall with blocks of their own sizes and places: the rank sends
+// send[sendDispls[j]:sendDispls[j]+sendCounts[j]] to rank j, and puts what rank j sent
+// it in recv[recvDispls[j]:recvDispls[j]+recvCounts[j]]. sendCounts[j] here must be
+// recvCounts[i] on rank j, i being this rank (more is ErrTruncate, fewer ErrCount, on
+// every rank). Counts and displacements have one entry per rank (ErrArg otherwise);
+// the send blocks lie inside send and may overlap, the receive blocks lie inside
+// recv and do not overlap (ErrBuffer); elements of recv outside the blocks are left
+// alone. In place: a nil send; sendCounts and sendDispls are then ignored, and recv
+// holds the blocks to send where they are to be received (recvCounts, recvDispls).
+func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
+	const name = "Alltoallv"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	el := sizeOf[T]()
+	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true)
+	if err != nil {
+		return err
+	}
+	p := coll.Part{Recv: bytesOf(recv), RecvCounts: rc, RecvDispls: rd}
+	if send == nil {
+		p.Send, p.SendCounts, p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
+	} else {
+		sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false)
+		if err != nil {
+			return err
+		}
+		p.Send, p.SendCounts, p.SendDispls = bytesOf(send), sc, sd
+		if overlaps(p.Send, p.Recv) {
+			return overlapError(c, name)
+		}
+	}
+	return c.collective(c.core.coll.Alltoallv(c.rank, p, el), name)
+}
+
+// blocksOf checks the counts and displacements (in elements) of the blocks of a
+// buffer of length elements (what names it: "send" or "receive"), one per rank, and
+// returns them in bytes (el bytes an element). A wrong number of entries, a negative
+// displacement or a block reaching past the buffer is ErrArg, a negative count
+// ErrCount and, when disjoint, two blocks sharing an element ErrBuffer.
+func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el int, disjoint bool) ([]int, []int, error) {
+	n := c.Size()
+	switch {
+	case len(counts) != n:
+		return nil, nil, errs.New(errs.Arg, name, c.rank, "%d %s counts for the %d ranks", len(counts), what, n)
+	case len(displs) != n:
+		return nil, nil, errs.New(errs.Arg, name, c.rank, "%d %s displacements for the %d ranks", len(displs), what, n)
+	}
+	bc, bd := make([]int, n), make([]int, n)
+	for j, m := range counts {
+		d := displs[j]
+		switch {
+		case m < 0:
+			return nil, nil, errs.New(errs.Count, name, c.rank, "%s block %d has a negative count %d", what, j, m)
+		case d < 0:
+			return nil, nil, errs.New(errs.Arg, name, c.rank, "%s block %d has a negative displacement %d", what, j, d)
+		case m > length || d > length-m:
+			return nil, nil, errs.New(errs.Arg, name, c.rank, "%s block %d (displacement %d, count %d) reaches past the %s buffer of %d elements", what, j, d, m, what, length)
+		}
+		bc[j], bd[j] = m*el, d*el
+	}
+	if disjoint {
+		order := make([]int, 0, n)
+		for j, m := range counts {
+			if m > 0 {
+				order = append(order, j)
+			}
+		}
+		slices.SortFunc(order, func(a, b int) int { return displs[a] - displs[b] })
+		for k := 1; k < len(order); k++ {
+			a, b := order[k-1], order[k]
+			if displs[a]+counts[a] > displs[b] {
+				return nil, nil, errs.New(errs.Buffer, name, c.rank, "%s blocks %d (displacement %d, count %d) and %d (displacement %d, count %d) overlap",
+					what, a, displs[a], counts[a], b, displs[b], counts[b])
+			}
+		}
+	}
+	return bc, bd, nil
+}
