@@ -138,22 +138,31 @@ func runHydra(t *testing.T, mode string, extra ...string) (stdout, stderr *bytes
 	if xerr != nil {
 		self = os.Args[0]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	args := append([]string{"-launcher", "fork"}, extra...)
 	args = append(args, "-n", "3", self, "-test.run=^$")
-	cmd := exec.CommandContext(ctx, mpiexec, args...)
+	return runLauncher(t, mode, func(cmd *exec.Cmd) {
+		// Hydra and its children in their own process group, so a timeout
+		// kills the whole job, not just mpiexec.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	}, mpiexec, args...)
+}
+
+// runLauncher runs launcher with args and helperEnv=mode within 60 s; stop sets
+// how a timeout ends the launcher's whole job. It fails the test on a timeout.
+func runLauncher(t *testing.T, mode string, stop func(*exec.Cmd), launcher string, args ...string) (stdout, stderr *bytes.Buffer, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, launcher, args...)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	// Hydra and its children in their own process group, so a timeout
-	// kills the whole job, not just mpiexec.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stop(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("mpiexec %s did not finish within 60s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), stdout, stderr)
+		t.Fatalf("%s %s did not finish within 60s\nstdout:\n%s\nstderr:\n%s", launcher, strings.Join(args, " "), stdout, stderr)
 	}
 	return stdout, stderr, err
 }

@@ -40,26 +40,16 @@ func slurmReady(t *testing.T) string {
 // the step after 60 s.
 func runSrun(t *testing.T, srun, mode string, n string, args ...string) (stdout, stderr *bytes.Buffer, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	// --overcommit: the recipe's node has CPUs=2 and 3 tasks would otherwise
 	// wait for resources forever. --kill-on-bad-exit: a failed rank ends the
 	// step at once instead of leaving the others in a barrier. --time=2: Slurm
 	// itself ends the job should srun be killed.
 	full := append([]string{"--mpi=pmi2", "--export=ALL", "--overcommit", "--kill-on-bad-exit=1", "--time=2",
 		"--job-name=weft-pmi-test", "-n", n}, args...)
-	cmd := exec.CommandContext(ctx, srun, full...)
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	// SIGTERM makes srun cancel the step on every node; SIGKILL after 5 s.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 5 * time.Second
-	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("srun %s did not finish within 60s\nstdout:\n%s\nstderr:\n%s", strings.Join(full, " "), stdout, stderr)
-	}
-	return stdout, stderr, err
+	return runLauncher(t, mode, func(cmd *exec.Cmd) {
+		// SIGTERM makes srun cancel the step on every node; SIGKILL after 5 s.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	}, srun, full...)
 }
 
 func TestSlurm(t *testing.T) {
