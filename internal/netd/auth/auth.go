@@ -228,7 +228,9 @@ func Handshake(conn Conn, cfg Config) (Hello, error) {
 		timeout = DefaultTimeout
 	}
 	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
-		return Hello{}, fmt.Errorf("auth: setting deadline: %w", err)
+		// The connection is already unusable (net.Pipe refuses deadlines once
+		// the peer has hung up): like any failed I/O here, no Weft peer.
+		return Hello{}, fmt.Errorf("%w: setting deadline: %w", ErrNotWeft, err)
 	}
 	peer, err := handshake(conn, &cfg)
 	if err != nil {
