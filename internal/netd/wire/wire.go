@@ -44,8 +44,8 @@ const (
 	CTS Kind = 3
 	// Data: a fragment [Offset, Offset+Frag) of a message of Len bytes, after a CTS or a Pull.
 	Data Kind = 4
-	// SsendAck: the receiver tells the sender that its synchronous send was matched.
-	SsendAck Kind = 5
+	// Kind 5 is reserved: version 1 sends synchronous sends in three phases, whose
+	// CTS tells the sender that its receive matched.
 	// Ack: the receiver holds the payload of SendReq (accepted eager, or all Data
 	// received); the sender may release its copy.
 	Ack Kind = 6
@@ -71,7 +71,6 @@ var kindNames = [...]string{
 	RTS:         "RTS",
 	CTS:         "CTS",
 	Data:        "Data",
-	SsendAck:    "SsendAck",
 	Ack:         "Ack",
 	CancelReq:   "CancelReq",
 	CancelReply: "CancelReply",
@@ -81,7 +80,7 @@ var kindNames = [...]string{
 }
 
 func (k Kind) String() string {
-	if k >= 1 && k <= maxKind {
+	if k >= 1 && k <= maxKind && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
@@ -89,7 +88,7 @@ func (k Kind) String() string {
 
 // Flag bits of Header.Flags. Bits not defined here must be zero.
 const (
-	// FlagSsend on Eager or RTS: a synchronous send; the receiver sends SsendAck when it matches.
+	// FlagSsend on RTS: a synchronous send (informative: its CTS completes it).
 	FlagSsend uint16 = 1 << 0
 	// FlagReady on Eager or RTS: a ready-mode send; the receive must already be posted.
 	FlagReady uint16 = 1 << 1
@@ -216,7 +215,7 @@ func Parse(b []byte) (Header, error) {
 // a Header does not hold). A sender may call it in tests or debug builds.
 func (h *Header) Check() error {
 	k := h.Kind
-	if k < 1 || k > maxKind {
+	if k < 1 || k > maxKind || kindNames[k] == "" {
 		return bad(0, "Kind", uint8(k), "unknown kind")
 	}
 	if h.Flags&^knownFlags != 0 {
@@ -273,7 +272,7 @@ func (h *Header) Check() error {
 		return bad(k, "Offset", h.Offset, "only Data and Coll carry an offset")
 	}
 	switch k {
-	case SsendAck, Ack, CancelReq, CancelReply, Close:
+	case Ack, CancelReq, CancelReply, Close:
 		if h.Len != 0 {
 			return bad(k, "Len", h.Len, "must be 0 on this kind")
 		}
@@ -295,7 +294,7 @@ func (h *Header) Check() error {
 		if h.RecvReq == 0 {
 			return bad(k, "RecvReq", h.RecvReq, "must name the receiver's request")
 		}
-	case SsendAck, Ack, CancelReply:
+	case Ack, CancelReply:
 		if h.SendReq == 0 {
 			return bad(k, "SendReq", h.SendReq, "must name the sender's request")
 		}

@@ -1,0 +1,466 @@
+package netd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/netd/wire"
+)
+
+const (
+	// bufSize is a receive daemon's buffer: one read takes in many small messages.
+	bufSize = 64 << 10
+	// directMin: a payload remainder at least this long is read straight into the
+	// handler's buffer; a shorter one goes through the buffer, where the same read
+	// syscall may also bring the next headers. Copying 8 KiB costs about a tenth
+	// of a read syscall.
+	directMin = 8 << 10
+	// sockBuf is the kernel socket buffer asked for in each direction, so that a
+	// few MiB are in flight without waiting for the reader (bandwidth).
+	sockBuf = 4 << 20
+)
+
+// Connection states. A connection leaves stateOpen once, for one of the others.
+const (
+	stateOpen       int32 = iota
+	stateClosing          // we sent wire.Close
+	statePeerClosed       // the peer sent wire.Close
+	stateFailed           // broken: I/O error, protocol violation, or its proc lost
+)
+
+// errByPeer ends a receive daemon that read the peer's wire.Close.
+var errByPeer = errors.New("netd: closed by peer")
+
+// conn is one established, authenticated connection to a peer.
+type conn struct {
+	d       *Device
+	p       *peer
+	ch      Channel
+	nc      net.Conn
+	handler Handler
+	dialed  bool // we dialed it (else the peer did)
+
+	wmu     sync.Mutex // guards writes on nc, sent and pending
+	sent    uint64     // messages written, for the Seq of our Close
+	pending []byte     // the rest of a message tryWrite began: written before anything else
+	wbuf    []byte     // tryWrite's message, for writeOnce
+	wn      int
+	werr    error
+	writeFn func(fd uintptr) bool // c.writeOnce, made once
+	state   atomic.Int32
+	cause   atomic.Pointer[error] // why it failed, set before stateFailed
+
+	// The receive daemon's own.
+	buf      []byte // buf[r:w] is read and not yet consumed
+	r, w     int
+	received uint64 // messages received, to check the peer's Close
+	adopted  bool   // a connection the peer dialed has been offered as our send connection
+	rerr     error  // an I/O error met while reading a payload for the handler
+	hdr      wire.Header
+	pl       Payload
+	copied   int // payload bytes served from buf (instrumentation for tests)
+	direct   int // payload bytes read straight into handlers' buffers
+
+	// raw gives non-blocking reads (polling, see read) and writes (tryWrite);
+	// nil where the platform or the connection has none.
+	raw     syscall.RawConn
+	pollFn  func(fd uintptr) bool // c.pollOnce, made once so that polls do not allocate
+	pollBuf []byte
+	pollN   int
+	pollErr error
+	budget  time.Duration // current poll budget, 0..Config.Spin
+}
+
+func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Best effort: the kernel caps the buffers at its limits.
+		_ = tc.SetNoDelay(true)
+		_ = tc.SetReadBuffer(sockBuf)
+		_ = tc.SetWriteBuffer(sockBuf)
+	}
+	c := &conn{d: d, p: p, ch: ch, nc: nc, handler: d.cfg.P2P, dialed: dialed, adopted: dialed, buf: make([]byte, bufSize)}
+	if ch == ChannelColl {
+		c.handler = d.cfg.Coll
+	}
+	if sc, ok := nc.(syscall.Conn); ok && rawIO {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw, c.pollFn, c.writeFn, c.budget = raw, c.pollOnce, c.writeOnce, d.cfg.Spin
+		}
+	}
+	return c
+}
+
+// write writes nb (n messages) on c. Caller holds the link's wmu.
+func (c *conn) write(nb *net.Buffers, n int) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.unusable(); err != nil {
+		return err
+	}
+	if err := c.flushLocked(); err != nil {
+		return err
+	}
+	if _, err := nb.WriteTo(c.nc); err != nil {
+		c.fail(err)
+		return fmt.Errorf("%w: %w", ErrLost, err)
+	}
+	c.sent += uint64(n)
+	return nil
+}
+
+// tryWrite writes the message b on c without blocking: what the socket does not
+// take at once is kept in c.pending, which every later write sends first, and
+// partial says so (someone must then call flush soon). Caller holds the link's wmu.
+func (c *conn) tryWrite(b []byte) (partial bool, err error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.unusable(); err != nil {
+		return false, err
+	}
+	n := 0
+	if len(c.pending) == 0 {
+		c.wbuf = b
+		err := c.raw.Write(c.writeFn)
+		c.wbuf = nil
+		if err == nil && c.werr != nil && c.werr != errWouldBlock {
+			err = &net.OpError{Op: "write", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.werr}
+		}
+		if err != nil {
+			c.fail(err)
+			return false, fmt.Errorf("%w: %w", ErrLost, err)
+		}
+		n = c.wn
+	}
+	c.sent++
+	if n == len(b) {
+		return false, nil
+	}
+	c.pending = append(c.pending, b[n:]...)
+	return true, nil
+}
+
+// writeOnce is the function given to RawConn.Write: one non-blocking write, and
+// true so that RawConn.Write never waits in the poller.
+func (c *conn) writeOnce(fd uintptr) bool {
+	c.wn, c.werr = rawWrite(fd, c.wbuf)
+	return true
+}
+
+// flush writes what tryWrite left pending. Caller holds the link's wmu.
+func (c *conn) flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.flushLocked()
+}
+
+func (c *conn) flushLocked() error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.pending)
+	c.pending = nil
+	if err != nil {
+		c.fail(err)
+		return fmt.Errorf("%w: %w", ErrLost, err)
+	}
+	return nil
+}
+
+// unusable says why nothing more may be written on c, or nil.
+func (c *conn) unusable() error {
+	switch c.state.Load() {
+	case stateOpen:
+		return nil
+	case stateClosing:
+		return ErrClosed
+	case statePeerClosed:
+		return fmt.Errorf("%w: proc %d", ErrPeerClosed, c.p.proc)
+	}
+	err := *c.cause.Load()
+	if !errors.Is(err, ErrLost) {
+		err = fmt.Errorf("%w: proc %d: %w", ErrLost, c.p.proc, err)
+	}
+	return err
+}
+
+// fail breaks c because of err: it closes the socket, which ends its receive
+// daemon, and the daemon reports the loss (Device.lose).
+func (c *conn) fail(err error) {
+	c.cause.CompareAndSwap(nil, &err)
+	c.state.CompareAndSwap(stateOpen, stateFailed)
+	_ = c.nc.Close()
+}
+
+// closeOrderly sends wire.Close and half-closes c; its receive daemon reads on
+// until the peer hangs up in turn (or closeLinger passes), so that nothing the
+// peer sent before it saw our Close is lost to a reset.
+func (c *conn) closeOrderly() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.state.CompareAndSwap(stateOpen, stateClosing) {
+		return
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(closeLinger))
+	if err := c.flushLocked(); err != nil {
+		return
+	}
+	if _, err := c.nc.Write(closeMessage(c.sent)); err != nil {
+		_ = c.nc.Close()
+		return
+	}
+	if hc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = hc.CloseWrite()
+	}
+}
+
+// receive is the receive daemon of c.
+func (c *conn) receive() {
+	defer c.d.wg.Done()
+	err := c.serve()
+	if err == errByPeer {
+		// The peer sends nothing more and reads until we hang up: let a write
+		// under way end first.
+		c.wmu.Lock()
+		c.state.CompareAndSwap(stateOpen, statePeerClosed)
+		c.wmu.Unlock()
+	}
+	_ = c.nc.Close()
+	c.p.drop(c)
+	if err == errByPeer || c.state.Load() == stateClosing {
+		return
+	}
+	if cause := c.cause.Load(); cause != nil {
+		err = *cause
+	}
+	c.d.lose(c.p, fmt.Errorf("%v connection with %s: %w", c.ch, c.nc.RemoteAddr(), err))
+}
+
+// serve reads and dispatches messages until the connection ends: errByPeer
+// after the peer's Close, else why it broke.
+func (c *conn) serve() error {
+	for {
+		if err := c.fill(wire.Size); err != nil {
+			return err
+		}
+		h, err := wire.Parse(c.buf[c.r : c.r+wire.Size])
+		if err != nil {
+			return err
+		}
+		c.r += wire.Size
+		if !c.ch.allows(h.Kind) {
+			return fmt.Errorf("netd: %v message on the %v channel", h.Kind, c.ch)
+		}
+		if h.Kind == wire.Close {
+			if h.Seq != c.received {
+				return fmt.Errorf("netd: peer closed after sending %d messages, %d received", h.Seq, c.received)
+			}
+			return errByPeer
+		}
+		c.received++
+		if !c.adopted {
+			c.adopted = true
+			c.p.adopt(c)
+		}
+		c.hdr = h
+		c.pl = Payload{c: c, n: int(h.Frag)}
+		err = c.handler.Handle(c.p.proc, &c.hdr, &c.pl)
+		if c.rerr != nil {
+			return c.rerr
+		}
+		if err != nil {
+			return fmt.Errorf("netd: %v handler refused a %v message: %w", c.ch, h.Kind, err)
+		}
+		if err := c.pl.Discard(c.pl.n); err != nil {
+			return err
+		}
+	}
+}
+
+// fill reads until at least n <= bufSize bytes are buffered.
+func (c *conn) fill(n int) error {
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+	} else if len(c.buf)-c.r < n {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.r = 0
+	}
+	for c.w-c.r < n {
+		m, err := c.read(c.buf[c.w:])
+		c.w += m
+		if err != nil && c.w-c.r < n {
+			if err == io.EOF && c.w > c.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// read reads at least one byte into b. Adaptive poll-then-park: while the poll
+// budget is positive it first polls the socket with non-blocking reads, yielding
+// between them to the goroutines of its P and to the threads of its processor
+// (osYield), and only when the budget runs out does it block in the poller,
+// whose wake-up costs up to ~28 µs across vCPUs here. A read that
+// polling answered keeps the budget. Otherwise settle adapts it to how long the
+// data took to come.
+func (c *conn) read(b []byte) (int, error) {
+	if c.raw == nil || c.d.cfg.Spin == 0 {
+		return c.nc.Read(b)
+	}
+	start := time.Now()
+	if c.budget > 0 {
+		if n, err, ok := c.poll(b, start); ok {
+			return n, err
+		}
+	}
+	n, err := c.nc.Read(b)
+	c.settle(time.Since(start))
+	return n, err
+}
+
+// settle adapts the poll budget after a read that had to block, given how long
+// the data took from the moment the daemon wanted it. Data that came within Spin
+// would have been caught by a full budget: back to Spin. Data that took longer
+// (an idle peer) halves the budget, and at Spin/8 the next halving goes to 0:
+// an idle connection wastes at most Spin+Spin/2+Spin/4+Spin/8 (< 2 Spin) of
+// polling before it parks at once, until a blocking read returns within Spin
+// again (the wake-up counts: with Spin 50 µs, data within ~20 µs of the start).
+func (c *conn) settle(waited time.Duration) {
+	spin := c.d.cfg.Spin
+	switch {
+	case waited <= spin:
+		c.budget = spin
+	case c.budget > spin/8:
+		c.budget /= 2
+	default:
+		c.budget = 0
+	}
+}
+
+// poll reads into b with non-blocking reads until data comes or the budget since
+// start is spent; ok false means it was spent.
+func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
+	c.pollBuf = b
+	defer func() { c.pollBuf = nil }()
+	for {
+		if err := c.raw.Read(c.pollFn); err != nil {
+			return 0, err, true // closed, or past a deadline
+		}
+		switch {
+		case c.pollN > 0:
+			return c.pollN, nil, true
+		case c.pollErr == nil:
+			return 0, io.EOF, true
+		case c.pollErr != errWouldBlock:
+			return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.pollErr}, true
+		}
+		if time.Since(start) >= c.budget {
+			return 0, nil, false
+		}
+		runtime.Gosched() // goroutines of our P, such as those our handler woke
+		osYield()         // threads of our processor
+	}
+}
+
+// pollOnce is the function given to RawConn.Read: one non-blocking read, and
+// true so that RawConn.Read never waits in the poller.
+func (c *conn) pollOnce(fd uintptr) bool {
+	c.pollN, c.pollErr = rawRead(fd, c.pollBuf)
+	return true
+}
+
+// Payload reads the payload of the message being handled. It serves first the
+// bytes the receive daemon's buffered read already took in, then reads the rest
+// straight from the socket into the caller's buffer: of a large payload only
+// what came with its header (under 64 KiB) and a last piece under 8 KiB are
+// copied through the buffer.
+type Payload struct {
+	c *conn
+	n int // bytes not yet read
+}
+
+// Len returns the number of payload bytes not yet read.
+func (p *Payload) Len() int { return p.n }
+
+// ReadInto reads exactly len(dst) <= Len() bytes into dst.
+func (p *Payload) ReadInto(dst []byte) error {
+	if len(dst) > p.n {
+		return fmt.Errorf("netd: ReadInto %d bytes, %d left in the payload", len(dst), p.n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	c := p.c
+	if c.rerr != nil {
+		return c.rerr
+	}
+	k := copy(dst, c.buf[c.r:c.w])
+	c.r += k
+	c.copied += k
+	for k < len(dst) {
+		rest := dst[k:]
+		if len(rest) < directMin {
+			if err := c.fill(len(rest)); err != nil {
+				return p.broke(k, err)
+			}
+			m := copy(rest, c.buf[c.r:c.w])
+			c.r += m
+			c.copied += m
+			k += m
+			continue
+		}
+		m, err := c.read(rest)
+		k += m
+		c.direct += m
+		if err != nil && k < len(dst) {
+			return p.broke(k, err)
+		}
+	}
+	p.n -= k
+	return nil
+}
+
+// Discard skips the next n <= Len() payload bytes.
+func (p *Payload) Discard(n int) error {
+	if n < 0 || n > p.n {
+		return fmt.Errorf("netd: Discard %d bytes, %d left in the payload", n, p.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	c := p.c
+	if c.rerr != nil {
+		return c.rerr
+	}
+	for n > 0 {
+		if c.r == c.w {
+			if err := c.fill(1); err != nil {
+				return p.broke(0, err)
+			}
+		}
+		k := min(n, c.w-c.r)
+		c.r += k
+		n -= k
+		p.n -= k
+	}
+	return nil
+}
+
+// broke records an I/O error met after reading k more bytes: the connection is
+// done for, and its daemon reports it once the handler returns.
+func (p *Payload) broke(k int, err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF // a payload is cut short
+	}
+	p.n -= k
+	p.c.rerr = err
+	return err
+}

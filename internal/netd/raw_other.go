@@ -1,0 +1,15 @@
+//go:build !linux
+
+package netd
+
+import "errors"
+
+// rawIO: elsewhere a receive daemon always blocks in the poller (Config.Spin is
+// ignored) and posted messages always go through the send daemon.
+const rawIO = false
+
+var errWouldBlock = errors.New("netd: no raw I/O on this platform")
+
+func rawRead(uintptr, []byte) (int, error)  { return 0, errWouldBlock }
+func rawWrite(uintptr, []byte) (int, error) { return 0, errWouldBlock }
+func osYield()                              {}
