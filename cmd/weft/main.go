@@ -16,6 +16,9 @@ import (
 const usage = `weft: MPI for Go, every rank a goroutine.
 
 Usage:
+  weft run -n N [options] PROGRAM [ARGS...]
+                  start a job of N ranks as OS processes, here or on other hosts
+                  (weft run --help for the options)
   weft info       print the version, build, thread levels, transports and every tunable
   weft version    print the version
   weft help       print this help
@@ -35,6 +38,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "run":
+		return runJob(args[1:], os.Stdin, stdout, stderr)
 	case "info":
 		info(stdout)
 	case "version", "-version", "--version":
