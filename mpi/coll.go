@@ -28,7 +28,7 @@ import (
 
 // Barrier returns once every rank of c has called it.
 func (c *Comm) Barrier() error {
-	if err := c.check("Barrier"); err != nil {
+	if err := c.checkColl("Barrier"); err != nil {
 		return err
 	}
 	return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
@@ -77,7 +77,7 @@ func Reduce[T Elem](c *Comm, send, recv []T, op Op, root int) error {
 // Lengths are compared with rank 0's.
 func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
 	const name = "Allreduce"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
@@ -90,9 +90,21 @@ func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
 	return c.collective(c.core.coll.Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn), name)
 }
 
+// checkColl checks c for a collective: collectives among the ranks of several procs
+// are not built yet.
+func (c *Comm) checkColl(op string) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if c.core.spans {
+		return errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; collectives across procs are not built yet")
+	}
+	return nil
+}
+
 // checkRoot validates c and root.
 func (c *Comm) checkRoot(op string, root int) error {
-	if err := c.check(op); err != nil {
+	if err := c.checkColl(op); err != nil {
 		return err
 	}
 	if root < 0 || root >= c.Size() {

@@ -87,7 +87,7 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 // multiple of Size()).
 func Allgather[T Elem](c *Comm, send, recv []T) error {
 	const name = "Allgather"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	n, el := c.Size(), sizeOf[T]()
@@ -108,7 +108,7 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 // place: a nil send, recv holding the blocks to send (len(recv) a multiple of Size()).
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
 	const name = "Alltoall"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	n, el := c.Size(), sizeOf[T]()
@@ -147,7 +147,7 @@ func Exscan[T Elem](c *Comm, send, recv []T, op Op) error {
 }
 
 func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
@@ -175,7 +175,7 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 // Size()*m elements to reduce; the result is its first m.
 func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
 	const name = "ReduceScatterBlock"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
@@ -301,7 +301,7 @@ func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root in
 // already lying in recv.
 func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 	const name = "Allgatherv"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()
@@ -329,7 +329,7 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 // holds the blocks to send where they are to be received (recvCounts, recvDispls).
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	const name = "Alltoallv"
-	if err := c.check(name); err != nil {
+	if err := c.checkColl(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()

@@ -33,6 +33,7 @@ type commCore struct {
 	p2p.Comm
 	job   *job
 	world bool
+	spans bool       // has ranks in other procs
 	coll  *coll.Comm // the collectives' state: episodes and each rank's count of them
 
 	mu      sync.Mutex
@@ -59,6 +60,9 @@ type agreement struct {
 // as the others' gets an error without taking part.
 func (c *Comm) agree(op string, start func() any, join, finish func(data any)) (*agreement, error) {
 	core := c.core
+	if core.spans {
+		return nil, errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; making communicators across procs is not built yet")
+	}
 	core.mu.Lock()
 	seq := c.made
 	c.made++

@@ -77,7 +77,14 @@ func helperMain(name string) {
 // process's environment without any WEFT_ variable, plus env.
 func runHelper(t *testing.T, name string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return runCommand(t, append([]string{os.Args[0]}, args...), name, env)
+}
+
+// runCommand runs argv, a command that starts the test binary (itself, or through
+// a launcher), as helper program name, with env added as runHelper does.
+func runCommand(t *testing.T, argv []string, name string, env []string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WEFT_") && !strings.HasPrefix(kv, "GORACE=") {
 			cmd.Env = append(cmd.Env, kv)
@@ -102,7 +109,7 @@ func runHelper(t *testing.T, name string, env []string, args ...string) (code in
 	case <-time.After(runTimeout):
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("helper %s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", name, args, runTimeout, out.String(), errOut.String())
+		t.Fatalf("helper %s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", name, argv, runTimeout, out.String(), errOut.String())
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }

@@ -89,8 +89,8 @@ func Mrecv[T Elem](msg *Message, buf []T) (Status, error) {
 	if msg.m == nil {
 		return nullStatus, nil
 	}
-	st := p2p.Mrecv(msg.m, bytesOf(buf))
-	return c.received(st, nil, "Mrecv", st.Source, st.Tag)
+	st, err := p2p.Mrecv(msg.m, bytesOf(buf))
+	return c.received(st, err, "Mrecv", st.Source, st.Tag)
 }
 
 // AttachBuffer gives the calling rank a buffer for Bsend and Ibsend. Each buffered

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weft-mpi/weft/internal/boot"
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
@@ -41,16 +42,23 @@ func Run(n int, fn func(*Comm) error, opts ...Option) error {
 		return err
 	}
 	j := &job{world: p2p.NewWorld(n, cfg.p2p), level: cfg.level, colls: coll.NewJob()}
-	world := &commCore{Comm: p2p.Comm{Peers: j.world.Endpoints, World: j.world}, job: j, world: true}
-	world.coll = coll.New(j.colls, n, cfg.p2p.Spin)
+	return j.run(0, n, fn, &cfg)
+}
+
+// run runs the world ranks first..first+n-1, this proc's, and returns their joined
+// errors once all have returned.
+func (j *job) run(first, n int, fn func(*Comm) error, cfg *config) error {
+	size := len(j.world.Endpoints)
+	world := &commCore{Comm: p2p.Comm{Peers: j.world.Endpoints, World: j.world}, job: j, world: true, spans: n < size}
+	world.coll = coll.New(j.colls, size, cfg.p2p.Spin)
 	results := make([]error, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
 	for i := range n {
-		go j.runRank(world, i, fn, &results[i], &wg)
+		go j.runRank(world, first+i, fn, &results[i], &wg)
 	}
 	wg.Wait()
-	err = joinRanks(results)
+	err := joinRanks(first, results)
 	if cause := j.world.Cause(); cause != nil && cause.Class == errs.Aborted && !errors.Is(err, errs.Aborted) {
 		err = errors.Join(cause, err) // Abort ends the job even if every rank then returns nil
 	}
@@ -87,14 +95,15 @@ func (j *job) fail(rank int, why string) {
 	j.colls.Abort()
 }
 
-// joinRanks joins the ranks' errors in rank order, prefixing those that do not
+// joinRanks joins the errors of ranks first, first+1, ... in rank order, prefixing those that do not
 // already name their rank.
-func joinRanks(results []error) error {
+func joinRanks(first int, results []error) error {
 	var all []error
-	for rank, err := range results {
+	for i, err := range results {
 		if err == nil {
 			continue
 		}
+		rank := first + i
 		var e *Error
 		if !errors.As(err, &e) || e.Rank != rank {
 			err = fmt.Errorf("rank %d: %w", rank, err)
@@ -110,19 +119,36 @@ func joinRanks(results []error) error {
 // own flag parsing never sees it), else WEFT_NP, else runtime.NumCPU().
 func Main(fn func(*Comm) error, opts ...Option) {
 	np, err := takeNP()
+	var bj *boot.Job
 	if err == nil {
+		bj, err = boot.Join()
+	}
+	switch {
+	case err != nil:
+	case bj != nil:
+		err = runJoined(bj, fn, opts)
+	default:
 		err = Run(np, fn, opts...)
 	}
 	if err == nil {
 		os.Exit(0)
 	}
 	fmt.Fprintln(os.Stderr, err)
-	code := 1
-	var e *Error
-	if errors.As(err, &e) && e.Class == errs.Aborted && e.Code != 0 {
-		code = e.Code
+	code := exitCode(err)
+	if bj != nil {
+		_ = bj.Abort(code, err.Error())
 	}
 	os.Exit(code)
+}
+
+// exitCode is the exit status of a proc whose ranks failed with err: the code given
+// to Abort, else 1.
+func exitCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) && e.Class == errs.Aborted && e.Code != 0 {
+		return e.Code
+	}
+	return 1
 }
 
 // takeNP finds and removes -np N (or -np=N, --np) in os.Args.

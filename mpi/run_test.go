@@ -329,11 +329,13 @@ func TestAbort(t *testing.T) {
 func TestTunables(t *testing.T) {
 	want := []mpi.Tunable{
 		{Name: "WithEagerLimit", Env: "WEFT_EAGER_LIMIT", Default: "16384"},
+		{Name: "WithNetEagerLimit", Env: "WEFT_NET_EAGER_LIMIT", Default: "65536"},
 		{Name: "WithPoolCap", Env: "WEFT_POOL_CAP", Default: "67108864"},
 		{Name: "WithSpin", Env: "WEFT_SPIN", Default: "20µs"},
+		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "50µs"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}
-	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_THREAD_LEVEL")
+	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_THREAD_LEVEL")
 	t.Setenv("WEFT_POOL_CAP", "12345")
 	got := mpi.Tunables()
 	if len(got) != len(want) {
@@ -357,6 +359,9 @@ func TestBadEnvironment(t *testing.T) {
 		{"WEFT_SPIN", "-1s"},
 		{"WEFT_EAGER_LIMIT", "-1"},
 		{"WEFT_EAGER_LIMIT", "16k"},
+		{"WEFT_NET_EAGER_LIMIT", "-5"},
+		{"WEFT_NET_EAGER_LIMIT", "2000000000"},
+		{"WEFT_NET_SPIN", "-1us"},
 		{"WEFT_POOL_CAP", "lots"},
 		{"WEFT_THREAD_LEVEL", "turbo"},
 	}

@@ -1,14 +1,16 @@
 // Command p2p is Weft's side of the point-to-point benchmarks whose C twin is
 // bench/peers/p2p.c: the same flags, the same tests, the same output lines, so that
-// bench/p2p.sh can run both in one invocation and compare them. All ranks run in
-// this one process, as goroutines.
+// bench/p2p.sh can run both in one invocation and compare them. Alone, all ranks
+// run in this one process, as goroutines; started by a launcher (weft run,
+// mpiexec.mpich), the ranks are the launcher's procs (WEFT_PER_PROC ranks each).
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
+	"os"
+	"strconv"
 	"sync"
 
 	"github.com/weft-mpi/weft/mpi"
@@ -32,26 +34,34 @@ func main() {
 	if n == 0 {
 		n = defaultIters()
 	}
-	var err error
-	switch *bench {
-	case "pingpong":
-		err = mpi.Run(2, func(c *mpi.Comm) error { return pingpong(c, n) })
-	case "bw":
-		err = mpi.Run(2, func(c *mpi.Comm) error { return bandwidth(c, n) })
-	case "msgrate":
-		if *mode == "thread" {
-			err = mpi.Run(2, func(c *mpi.Comm) error { return rateThreads(c, n) })
-		} else {
-			err = mpi.Run(2**pairs, func(c *mpi.Comm) error { return rateProcs(c, n) })
+	ranks := 2
+	if *bench == "msgrate" && *mode != "thread" {
+		ranks = 2 * *pairs
+	}
+	// Alone, the ranks are goroutines of this process; under a launcher (weft run,
+	// mpiexec), the job is the launcher's.
+	if os.Getenv("WEFT_NP") == "" {
+		os.Setenv("WEFT_NP", strconv.Itoa(ranks))
+	}
+	mpi.Main(func(c *mpi.Comm) error {
+		if c.Size() != ranks {
+			return fmt.Errorf("-bench %s needs %d ranks, the job has %d", *bench, ranks, c.Size())
 		}
-	case "latency_mt":
-		err = mpi.Run(2, func(c *mpi.Comm) error { return latencyMT(c, n) })
-	default:
-		log.Fatalf("unknown -bench %q", *bench)
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
+		switch *bench {
+		case "pingpong":
+			return pingpong(c, n)
+		case "bw":
+			return bandwidth(c, n)
+		case "msgrate":
+			if *mode == "thread" {
+				return rateThreads(c, n)
+			}
+			return rateProcs(c, n)
+		case "latency_mt":
+			return latencyMT(c, n)
+		}
+		return fmt.Errorf("unknown -bench %q", *bench)
+	})
 }
 
 func defaultIters() int {

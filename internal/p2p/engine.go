@@ -173,7 +173,8 @@ type Endpoint struct {
 	Rank   int          // rank in the world
 	credit atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
 	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
-	_      [24]byte     // pads the Endpoint to whole cache lines
+	peer   *peer        // the proc of a rank of another proc; nil for ours
+	_      [16]byte     // pads the Endpoint to whole cache lines
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {

@@ -125,6 +125,9 @@ func (ep *Endpoint) release(m *Request) {
 		return
 	}
 	ep.giveBack(chargeOf(m.blen))
+	if m.from != nil { // a copy of a remote message
+		m.from, m.rid = nil, 0
+	}
 	if m.flags&pooled != 0 {
 		if m.flags&cancellable != 0 {
 			m.gen.Add(1) // a Cancel holding the old incarnation now leaves it alone

@@ -14,6 +14,9 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if dest == ProcNull {
 		return nil
 	}
+	if to := c.Peers[dest]; to.peer != nil {
+		return c.sendRemote(me, buf, to, tag, mode, nil)
+	}
 	if (mode == Standard || mode == Ready) && c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}, c.Peers[me]) {
 		return nil
 	}
@@ -37,6 +40,9 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 	if dest == ProcNull {
 		r.fire()
 		return nil
+	}
+	if to := c.Peers[dest]; to.peer != nil {
+		return c.sendRemote(me, buf, to, tag, mode, r)
 	}
 	m, err := c.sendCopy(me, buf, dest, tag, mode, r)
 	if m == nil && err == nil && c.sendDirect(me, buf, dest, tag, mode, r) {
@@ -160,6 +166,9 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	ep.mu.Lock()
 	ep.drain()
 	if m := ep.unexp.match(pat); m != nil {
+		if m.kind == remoteKind {
+			return Status{}, ep.claim(m, buf, r)
+		}
 		return ep.take(m, buf), nil
 	}
 	if r == nil {
@@ -197,6 +206,11 @@ func abandon(r *Request) error {
 	taken := r.flags&probed != 0
 	ep.mu.Unlock()
 	if taken {
+		return ErrAborted
+	}
+	if r.from != nil && r.from.forget(r) {
+		r.err = ErrAborted
+		r.fire()
 		return ErrAborted
 	}
 	for !r.Done() {
@@ -239,6 +253,10 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 // status then says so. A send whose eager copy still waits at the receiver is
 // cancelled by withdrawing that copy.
 func Cancel(r *Request) {
+	if r.from != nil && r.kind == sendKind {
+		cancelRemote(r)
+		return
+	}
 	if m := r.msg; m != nil {
 		ep := r.ep
 		ep.mu.Lock()
@@ -315,7 +333,17 @@ func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
 }
 
 // Mrecv receives a message taken by Probe or Iprobe with take.
-func Mrecv(m *Request, buf []byte) Status {
-	m.ep.mu.Lock()
-	return m.ep.take(m, buf)
+func Mrecv(m *Request, buf []byte) (Status, error) {
+	ep := m.ep
+	ep.mu.Lock()
+	if m.kind != remoteKind {
+		return ep.take(m, buf), nil
+	}
+	r := ep.claim(m, buf, nil)
+	err := ep.Wait(r)
+	st, _ := r.Result()
+	if r.Done() {
+		putReq(r)
+	}
+	return st, err
 }

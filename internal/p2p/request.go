@@ -22,9 +22,10 @@ const (
 type kind uint8
 
 const (
-	recvKind  kind = iota + 1 // a posted receive
-	sendKind                  // a send whose data still sits in the sender's buffer
-	eagerKind                 // a copy of a message's data, owned by the engine
+	recvKind   kind = iota + 1 // a posted receive
+	sendKind                   // a send whose data still sits in the sender's buffer
+	eagerKind                  // a copy of a message's data, owned by the engine
+	remoteKind                 // a message whose data is still at its sender's proc
 )
 
 // where says which queue of its engine holds a Request.
@@ -45,6 +46,7 @@ const (
 	pooled                        // recycled by its endpoint once received
 	cancelled                     // withdrawn by Cancel
 	cancellable                   // an eager copy that an Isend may still withdraw
+	dropped                       // a remote eager message whose payload the pool had no room for
 )
 
 // key is a message envelope: communicator context, source rank in it, and tag.
@@ -105,11 +107,15 @@ type Request struct {
 	store  []byte        // backing array of an eager copy, kept across reuse
 	inline [16]byte      // the data of an eager copy of up to 16 bytes
 
-	// The fourth line: a large copy a spinning waiter may help with, and when a parked
-	// waiter's request completed, for its spin budget.
+	// The fourth line: a large copy a spinning waiter may help with, when a parked
+	// waiter's request completed, for its spin budget, and a message's other proc.
 	job     atomic.Pointer[copyJob]
 	firedAt atomic.Int64 // ns since epoch
-	_       [48]byte     // pads the Request to 256 bytes, a size class of whole cache lines
+	from    *peer        // the other proc of a remote send, receive or message
+	rid     uint64       // the id the other proc knows it by: a send's or message's sequence number, a receive's id
+	want    int          // bytes a remote receive waits for; then bytes still to come
+	dest    int32        // a remote send's receiving rank, in the world
+	_       [20]byte     // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -136,9 +142,10 @@ func (r *Request) Reset() {
 	if r.prev != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.prev, r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, nil, 0, nil
 	}
-	if r.job.Load() != nil || r.firedAt.Load() != 0 {
+	if r.job.Load() != nil || r.firedAt.Load() != 0 || r.from != nil {
 		r.job.Store(nil)
 		r.firedAt.Store(0)
+		r.from, r.rid, r.want, r.dest = nil, 0, 0, 0
 	}
 	if r.seq != 0 || r.ep != nil {
 		r.seq, r.ep = 0, nil

@@ -5,12 +5,14 @@ package p2p
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/topo"
 )
 
 // The wildcards and the null process.
@@ -26,9 +28,10 @@ var ErrAborted = errors.New("p2p: job aborted")
 
 // Config holds the tunables of the engine.
 type Config struct {
-	EagerLimit int           // largest standard send copied into the pool so the sender returns at once
-	PoolCap    int64         // bytes the eager copies of one process may hold at once
-	Spin       time.Duration // how long a waiter polls before it parks
+	EagerLimit    int           // largest standard send copied into the pool so the sender returns at once
+	NetEagerLimit int           // largest message sent to another proc at once, without waiting for a receive
+	PoolCap       int64         // bytes the eager copies of one process may hold at once
+	Spin          time.Duration // how long a waiter polls before it parks
 }
 
 // envelopeCharge is what a queued eager message costs the pool besides its payload,
@@ -45,6 +48,11 @@ type World struct {
 	sweeps    atomic.Uint64 // sweeps done
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
+
+	layout *topo.Layout // where every rank of the job lives; nil for a world of one proc
+	self   int          // our proc in layout
+	peers  []*peer      // by proc; nil for ours
+	net    Net          // how messages reach the other procs
 }
 
 // NewWorld makes the endpoints of n ranks.
@@ -68,6 +76,43 @@ func NewWorld(n int, cfg Config) *World {
 		wd.Endpoints[i] = ep
 	}
 	return wd
+}
+
+// NewJobWorld makes the endpoints of a job that spans procs: one for every rank of
+// the job, by global rank; those of proc self's ranks are this proc's engine, the
+// others stand for ranks of other procs, which Connect makes reachable.
+func NewJobWorld(l *topo.Layout, self int, cfg Config) (*World, error) {
+	first, n, err := l.ProcRanks(self)
+	if err != nil {
+		return nil, err
+	}
+	local := NewWorld(n, cfg)
+	wd := NewWorld(l.Size(), cfg) // endpoints of the other procs' ranks are plain allocations
+	copy(wd.Endpoints[first:], local.Endpoints)
+	wd.chunk = local.chunk
+	wd.layout, wd.self, wd.peers = l, self, make([]*peer, l.Procs())
+	for proc := range l.Procs() {
+		f, m, _ := l.ProcRanks(proc)
+		if proc != self {
+			wd.peers[proc] = newPeer(wd, proc)
+		}
+		for rank := f; rank < f+m; rank++ {
+			ep := wd.Endpoints[rank]
+			ep.World, ep.Rank = wd, rank
+			if proc != self {
+				ep.peer = wd.peers[proc]
+			}
+		}
+	}
+	return wd, nil
+}
+
+// lostCause explains why the job ended when the link to proc broke.
+func (wd *World) lostCause(proc int, err error) *errs.Error {
+	first, n, _ := wd.layout.ProcRanks(proc)
+	host, _ := wd.layout.HostOf(proc)
+	return &errs.Error{Class: errs.ProcFailed, Rank: errs.None, Peer: errs.None, Tag: errs.None,
+		Detail: fmt.Sprintf("lost proc %d (host %d, ranks %d-%d): %v", proc, host, first, first+n-1, err)}
 }
 
 // Config returns the tunables in force.

@@ -1,0 +1,310 @@
+package p2p
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/netd"
+	"github.com/weft-mpi/weft/internal/netd/auth"
+	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/topo"
+)
+
+// job is several procs' engines in one test process, each with its own network
+// device on loopback: messages between them cross real TCP connections.
+type job struct {
+	worlds  []*World
+	devices []*netd.Device
+	addrs   [][]string // where each proc listens
+}
+
+// noColl refuses the collective channel, which these tests do not use.
+type noColl struct{}
+
+func (noColl) Handle(proc int, h *wire.Header, _ *netd.Payload) error {
+	return fmt.Errorf("collective message from proc %d", proc)
+}
+func (noColl) Lost(int, error) {}
+
+// newJob starts the procs of layout l, proc i with cfgs[i] (or the last of cfgs).
+func newJob(t *testing.T, l *topo.Layout, cfgs ...Config) *job {
+	t.Helper()
+	n := l.Procs()
+	addrs := make([][]string, n)
+	j := &job{addrs: addrs}
+	for i := range n {
+		ln, a, err := netd.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+		cfg := cfgs[min(i, len(cfgs)-1)]
+		wd, err := NewJobWorld(l, i, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, err := netd.New(netd.Config{
+			Self: i, Procs: n, Job: "p2p-test", Key: []byte("0123456789abcdef0123456789abcdef"),
+			Listener: ln, Addrs: func(p int) ([]string, error) { return addrs[p], nil },
+			P2P: wd, Coll: noColl{}, Spin: cfg.Spin,
+			Log: func(format string, args ...any) { t.Logf("proc %d: "+format, append([]any{i}, args...)...) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wd.Connect(dev)
+		j.worlds, j.devices = append(j.worlds, wd), append(j.devices, dev)
+	}
+	t.Cleanup(func() {
+		for _, d := range j.devices {
+			d.Close()
+		}
+	})
+	return j
+}
+
+// comm is the world communicator as proc i sees it.
+func (j *job) comm(i int) *Comm {
+	wd := j.worlds[i]
+	return &Comm{Peers: wd.Endpoints, World: wd}
+}
+
+func testConfig() Config {
+	return Config{EagerLimit: 16 << 10, NetEagerLimit: 64 << 10, PoolCap: 64 << 20, Spin: 20 * time.Microsecond}
+}
+
+func fill(size, seed int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(i*7 + seed)
+	}
+	return b
+}
+
+// TestRemoteDropAndPull is TMPI's Fig. 8 b: the receiving proc's pool has no room,
+// so it drops every eager payload, keeps the envelopes, and pulls each one's data
+// from the sender (who kept a copy) when a receive matches; the messages arrive
+// whole and in order, and the sender's copies are all freed.
+func TestRemoteDropAndPull(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	tiny := testConfig()
+	tiny.PoolCap = 0
+	j := newJob(t, l, testConfig(), tiny)
+	sender, receiver := j.comm(0), j.comm(1)
+	const count = 40
+	for i := range count {
+		if err := sender.Send(0, fill(i*100, i), 1, 3, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every message waits as an envelope without data.
+	ep := j.worlds[1].Endpoints[1]
+	waitFor(t, "40 dropped envelopes", func() bool {
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		ep.drain()
+		n := 0
+		for m := ep.unexp.order.head; m != nil; m = m.next {
+			if m.kind == remoteKind && m.flags&dropped != 0 {
+				n++
+			}
+		}
+		return n == count
+	})
+	for i := range count {
+		buf := make([]byte, 4000)
+		st, err := receiver.Recv(1, buf, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf[:st.Bytes], fill(i*100, i)) {
+			t.Fatalf("message %d: %d bytes, not the %d sent", i, st.Bytes, i*100)
+		}
+	}
+	p := j.worlds[0].peers[1]
+	waitFor(t, "the sender's copies freed", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.held.head == nil
+	})
+}
+
+// TestRemoteOrderUnderDrops mixes messages the receiver keeps, drops and clears in
+// three phases: matching sees them in the order sent.
+func TestRemoteOrderUnderDrops(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	small := testConfig()
+	small.PoolCap = 20 << 10 // room for a few eager copies only
+	j := newJob(t, l, testConfig(), small)
+	sender, receiver := j.comm(0), j.comm(1)
+	const count = 200
+	size := func(i int) int { return []int{10, 3000, 100 << 10, 0, 9000}[i%5] }
+	go func() {
+		for i := range count {
+			if err := sender.Send(0, fill(size(i), i), 1, 4, Standard); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	time.Sleep(10 * time.Millisecond) // let messages pile up unexpected
+	buf := make([]byte, 100<<10)
+	for i := range count {
+		st, err := receiver.Recv(1, buf, AnySource, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf[:st.Bytes], fill(size(i), i)) {
+			t.Fatalf("message %d: %d bytes, not the %d-byte message %d", i, st.Bytes, size(i), i)
+		}
+	}
+}
+
+// TestRemoteManyRanks: every rank of three procs of uneven sizes sends to every
+// other rank at once, from several goroutines per rank.
+func TestRemoteManyRanks(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{3, 1}, {2}})
+	j := newJob(t, l, testConfig())
+	n := l.Size()
+	var wg sync.WaitGroup
+	for rank := range n {
+		proc, _ := l.Locate(rank)
+		c := j.comm(proc.Proc)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for dest := range n {
+				if dest != rank {
+					if err := c.Send(rank, fill(rank*1000+dest, rank), dest, rank, Standard); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for src := range n {
+				if src == rank {
+					continue
+				}
+				buf := make([]byte, 10000)
+				st, err := c.Recv(rank, buf, src, src)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				if !bytes.Equal(buf[:st.Bytes], fill(src*1000+rank, src)) {
+					t.Errorf("rank %d from %d: wrong data", rank, src)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestRemoteLost: when the device says a proc's connections broke, the job ends
+// with ErrProcFailed naming it, and a rank waiting for it is released.
+func TestRemoteLost(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	// Connect first, so that there is a link to break.
+	if err := j.comm(0).Send(0, []byte("hi"), 1, 0, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.comm(1).Recv(1, make([]byte, 2), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := j.comm(0).Recv(0, make([]byte, 8), 1, 9)
+		done <- err
+	}()
+	j.worlds[0].Lost(1, errors.New("connection reset by test"))
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrAborted) {
+			t.Fatalf("receive from a lost proc: %v, want ErrAborted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a receive from a lost proc still waits after 10 s")
+	}
+	cause := j.worlds[0].Cause()
+	if cause == nil || cause.Class != errs.ProcFailed {
+		t.Fatalf("cause %v, want ErrProcFailed", cause)
+	}
+	t.Log(cause)
+}
+
+// TestRemoteStrangers: connections from strangers (garbage, a wrong key) while two
+// procs exchange messages are refused and leave the job unharmed.
+func TestRemoteStrangers(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // strangers keep knocking
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			conn, err := net.Dial("tcp", j.addrs[1][0])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if i%2 == 0 {
+				conn.Write(bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 50))
+			} else {
+				h := auth.Hello{Version: wire.Version, Proc: 0, Job: "p2p-test"}
+				conn.Write(auth.AppendHello(nil, &h)) // a hello, then no proof of the key
+				conn.Write(make([]byte, 32))
+			}
+			conn.Close()
+		}
+	}()
+	for i := range 500 {
+		size := []int{8, 100 << 10}[i%2]
+		var r Request
+		if err := j.comm(0).Isend(0, fill(size, i), 1, 1, Standard, &r); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, size)
+		if _, err := j.comm(1).Recv(1, buf, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.worlds[0].Endpoints[0].Wait(&r); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, fill(size, i)) {
+			t.Fatalf("message %d corrupt", i)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for i, wd := range j.worlds {
+		if c := wd.Cause(); c != nil {
+			t.Errorf("proc %d ended: %v", i, c)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 10 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,88 @@
+package mpi
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/weft-mpi/weft/internal/boot"
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/netd"
+	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/p2p"
+)
+
+// runJoined runs this proc's ranks of a job that a launcher started: it listens for
+// the other procs, publishes where, and connects to them on first use. It returns
+// once this proc's ranks have returned and, if none failed, every proc's have.
+func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
+	fail := func(err error) error {
+		return errs.New(errs.Intern, "Main", errs.None, "proc %d joining its job: %v", bj.Proc, err)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return err
+	}
+	shareCPUs(bj)
+	wd, err := p2p.NewJobWorld(bj.Layout, bj.Proc, cfg.p2p)
+	if err != nil {
+		return fail(err)
+	}
+	ln, addrs, err := netd.Listen()
+	if err != nil {
+		return fail(err)
+	}
+	if err := bj.Exchange(addrs); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	dev, err := netd.New(netd.Config{
+		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
+		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: noColl{}, Spin: cfg.netSpin,
+		Log: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
+		},
+	})
+	if err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	wd.Connect(dev)
+	j := &job{world: wd, level: cfg.level, colls: coll.NewJob()}
+	first, n, _ := bj.Layout.ProcRanks(bj.Proc)
+	if err := j.run(first, n, fn, &cfg); err != nil {
+		return err // Main aborts the job through the launcher
+	}
+	// Every proc's ranks are done before any proc closes its connections: a peer
+	// may still pull data from us until its receives have completed.
+	if err := bj.Barrier(); err != nil {
+		return fail(err)
+	}
+	if err := dev.Close(); err != nil {
+		return fail(err)
+	}
+	return bj.Finalize()
+}
+
+// shareCPUs gives each proc of a host its share of the host's CPUs, as MPI
+// launchers bind processes to cores: procs that each ran NumCPU threads would spin
+// and poll against each other on the same cores. GOMAXPROCS in the environment wins.
+func shareCPUs(bj *boot.Job) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	host, _ := bj.Layout.HostOf(bj.Proc)
+	_, procs, _ := bj.Layout.HostProcs(host)
+	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, procs)))
+}
+
+// noColl refuses messages on the collective channel: collectives across procs are
+// not built yet, so a peer sending one is broken.
+type noColl struct{}
+
+func (noColl) Handle(proc int, h *wire.Header, _ *netd.Payload) error {
+	return fmt.Errorf("unexpected %v message from proc %d on the collective channel", h.Kind, proc)
+}
+
+func (noColl) Lost(int, error) {}

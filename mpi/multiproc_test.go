@@ -1,0 +1,476 @@
+package mpi_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/mpi"
+)
+
+// Jobs of several OS processes: the test binary, re-executed as a helper program,
+// started by a launcher. Every point-to-point behaviour of the single-proc tests is
+// checked across procs by the "suite" helper, which needs no collectives (they do
+// not cross procs yet): it synchronizes with messages.
+
+func init() {
+	helpers["suite"] = suite
+	helpers["die"] = func(c *mpi.Comm) error {
+		// The last rank's proc exits abruptly while the others wait for it.
+		if c.Rank() == c.Size()-1 {
+			os.Exit(3)
+		}
+		_, err := mpi.Recv(c, []byte{0}, c.Size()-1, 0)
+		return err
+	}
+}
+
+// syncTag is the tag of the messages that stand in for a barrier between checks.
+const syncTag = 32000
+
+// msgSync returns once every rank of c has called it: all report to rank 0, which
+// then releases them.
+func msgSync(c *mpi.Comm) error {
+	if c.Rank() == 0 {
+		for range c.Size() - 1 {
+			if _, err := mpi.Recv(c, []byte{}, mpi.AnySource, syncTag); err != nil {
+				return err
+			}
+		}
+		for r := 1; r < c.Size(); r++ {
+			if err := mpi.Send(c, []byte{}, r, syncTag); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := mpi.Send(c, []byte{}, 0, syncTag); err != nil {
+		return err
+	}
+	_, err := mpi.Recv(c, []byte{}, 0, syncTag)
+	return err
+}
+
+// msgPattern fills a message that names its sender, receiver, size and sequence.
+func msgPattern(from, to, size, seq int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(from*31 + to*17 + size + seq*7 + i)
+	}
+	return b
+}
+
+// suiteSizes cross the mailbox, the eager limits and the fragment sizes.
+var suiteSizes = []int{0, 1, 8, 33, 1000, 16 << 10, 16<<10 + 1, 64 << 10, 64<<10 + 1, 300 << 10, 2 << 20}
+
+// suite runs every check in turn on every rank; a failing check names itself.
+func suite(c *mpi.Comm) error {
+	checks := []struct {
+		name string
+		fn   func(*mpi.Comm) error
+	}{
+		{"all pairs, all sizes", checkAllPairs},
+		{"order across protocols", checkOrder},
+		{"any source", checkAnySource},
+		{"probe", checkProbe},
+		{"truncate", checkTruncate},
+		{"synchronous", checkSsend},
+		{"cancel", checkCancel},
+		{"sendrecv", checkSendrecv},
+		{"unsupported", checkUnsupported},
+	}
+	for _, ch := range checks {
+		if err := msgSync(c); err != nil {
+			return fmt.Errorf("sync before %s: %w", ch.name, err)
+		}
+		if err := ch.fn(c); err != nil {
+			return fmt.Errorf("%s: %w", ch.name, err)
+		}
+	}
+	if err := msgSync(c); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d of %d: suite passed\n", c.Rank(), c.Size())
+	return nil
+}
+
+// checkAllPairs: every rank sends every size to every other rank with Isend and
+// receives them with Irecv by exact source and tag.
+func checkAllPairs(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	var reqs []*mpi.Request
+	bufs := map[[2]int][]byte{}
+	for peer := range n {
+		if peer == me {
+			continue
+		}
+		for i, size := range suiteSizes {
+			r, err := mpi.Isend(c, msgPattern(me, peer, size, 0), peer, i)
+			if err != nil {
+				return err
+			}
+			b := make([]byte, size)
+			bufs[[2]int{peer, i}] = b
+			rr, err := mpi.Irecv(c, b, peer, i)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r, rr)
+		}
+	}
+	if _, err := mpi.Waitall(reqs...); err != nil {
+		return err
+	}
+	for k, b := range bufs {
+		if want := msgPattern(k[0], me, suiteSizes[k[1]], 0); !bytes.Equal(b, want) {
+			return fmt.Errorf("rank %d: %d bytes from %d differ", me, len(b), k[0])
+		}
+	}
+	return nil
+}
+
+// checkOrder: each rank sends its right neighbour messages of one tag that
+// alternate between eager and three-phase sizes and between send modes; they must
+// match in the order sent.
+func checkOrder(c *mpi.Comm) error {
+	const count = 60
+	me, n := c.Rank(), c.Size()
+	right, left := (me+1)%n, (me+n-1)%n
+	buf := make([]byte, 1<<20)
+	if err := c.AttachBuffer(buf); err != nil {
+		return err
+	}
+	sizeOf := func(i int) int { return []int{5, 100 << 10, 0, 70 << 10, 3000}[i%5] }
+	recvErr := make(chan error, 1)
+	go func() { // the receiving side, on another goroutine of this rank
+		for i := range count {
+			got := make([]byte, 200<<10)
+			st, err := mpi.Recv(c, got, left, 5)
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if n := mpi.GetCount[byte](st); !bytes.Equal(got[:n], msgPattern(left, me, sizeOf(i), i)) {
+				recvErr <- fmt.Errorf("message %d from %d: %d bytes, not the %d-byte message %d", i, left, n, sizeOf(i), i)
+				return
+			}
+		}
+		recvErr <- nil
+	}()
+	var reqs []*mpi.Request
+	for i := range count {
+		msg := msgPattern(me, right, sizeOf(i), i)
+		var err error
+		switch i % 4 {
+		case 0:
+			err = mpi.Send(c, msg, right, 5)
+		case 1:
+			var r *mpi.Request
+			r, err = mpi.Isend(c, msg, right, 5)
+			reqs = append(reqs, r)
+		case 2:
+			err = mpi.Bsend(c, msg, right, 5)
+		case 3:
+			err = mpi.Ssend(c, msg, right, 5)
+		}
+		if err != nil {
+			return fmt.Errorf("send %d: %w", i, err)
+		}
+	}
+	if _, err := mpi.Waitall(reqs...); err != nil {
+		return err
+	}
+	if err := <-recvErr; err != nil {
+		return err
+	}
+	_, err := c.DetachBuffer()
+	return err
+}
+
+// checkAnySource: rank 0 receives every other rank's messages with AnySource and
+// AnyTag; each sender's arrive in the order it sent them.
+func checkAnySource(c *mpi.Comm) error {
+	const each = 20
+	me, n := c.Rank(), c.Size()
+	if me != 0 {
+		for i := range each {
+			size := []int{4, 90 << 10}[i%2]
+			if err := mpi.Send(c, msgPattern(me, 0, size, i), 0, i); err != nil {
+				return err
+			}
+		}
+		// Stay until rank 0 has them all, so that no later message meets its AnyTag.
+		_, err := mpi.Recv(c, []byte{}, 0, 90)
+		return err
+	}
+	next := make([]int, n)
+	buf := make([]byte, 100<<10)
+	for range each * (n - 1) {
+		st, err := mpi.Recv(c, buf, mpi.AnySource, mpi.AnyTag)
+		if err != nil {
+			return err
+		}
+		src, i := st.Source, next[st.Source]
+		if st.Tag != i {
+			return fmt.Errorf("from %d: tag %d, want %d (overtaken)", src, st.Tag, i)
+		}
+		size := []int{4, 90 << 10}[i%2]
+		if !bytes.Equal(buf[:mpi.GetCount[byte](st)], msgPattern(src, 0, size, i)) {
+			return fmt.Errorf("from %d: message %d corrupt", src, i)
+		}
+		next[src]++
+	}
+	for r := 1; r < n; r++ {
+		if err := mpi.Send(c, []byte{}, r, 90); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkProbe: rank 0 probes rank 1's messages (an eager and a three-phase one) for
+// their size, then receives them; Mprobe and Improbe take them for Mrecv.
+func checkProbe(c *mpi.Comm) error {
+	sizes := []int{10, 200 << 10, 1, 100 << 10}
+	switch c.Rank() {
+	case 1:
+		for i, size := range sizes {
+			if err := mpi.Send(c, msgPattern(1, 0, size, i), 0, 40+i); err != nil {
+				return err
+			}
+		}
+	case 0:
+		for i, size := range sizes {
+			var st mpi.Status
+			var err error
+			var m *mpi.Message
+			switch i {
+			case 0:
+				st, err = mpi.Probe(c, 1, 40)
+			case 1:
+				for ok := false; !ok && err == nil; {
+					st, ok, err = mpi.Iprobe(c, mpi.AnySource, 41)
+				}
+			case 2:
+				m, st, err = mpi.Mprobe(c, 1, mpi.AnyTag)
+			case 3:
+				for ok := false; !ok && err == nil; {
+					m, st, ok, err = mpi.Improbe(c, 1, 43)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if got := mpi.GetCount[byte](st); got != size || st.Source != 1 || st.Tag != 40+i {
+				return fmt.Errorf("probe %d: %d bytes from %d tag %d, want %d from 1 tag %d", i, got, st.Source, st.Tag, size, 40+i)
+			}
+			buf := make([]byte, size)
+			if m != nil {
+				st, err = mpi.Mrecv(m, buf)
+			} else {
+				st, err = mpi.Recv(c, buf, 1, 40+i)
+			}
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, msgPattern(1, 0, size, i)) {
+				return fmt.Errorf("message %d after probe corrupt", i)
+			}
+		}
+	}
+	return nil
+}
+
+// checkTruncate: messages longer than the receive buffer give ErrTruncate with the
+// bytes that fit, for both protocols.
+func checkTruncate(c *mpi.Comm) error {
+	sizes := []int{100, 300 << 10}
+	switch c.Rank() {
+	case 1:
+		for i, size := range sizes {
+			if err := mpi.Send(c, msgPattern(1, 0, size, i), 0, 50+i); err != nil {
+				return err
+			}
+		}
+	case 0:
+		for i, size := range sizes {
+			buf := make([]byte, 10)
+			st, err := mpi.Recv(c, buf, 1, 50+i)
+			if !errors.Is(err, mpi.ErrTruncate) {
+				return fmt.Errorf("a %d-byte message into 10 bytes: %v, want ErrTruncate", size, err)
+			}
+			if mpi.GetCount[byte](st) != 10 || !bytes.Equal(buf, msgPattern(1, 0, size, i)[:10]) {
+				return fmt.Errorf("truncated %d-byte message: got %d bytes %v", size, mpi.GetCount[byte](st), buf)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSsend: a synchronous send to another proc completes only once its receive
+// has matched: rank 1's Issend stays incomplete until rank 0, told so, posts it.
+func checkSsend(c *mpi.Comm) error {
+	switch c.Rank() {
+	case 1:
+		for _, size := range []int{8, 200 << 10} {
+			r, err := mpi.Issend(c, msgPattern(1, 0, size, 0), 0, 60)
+			if err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond) // time for a wrong early completion to show
+			if _, done, err := r.Test(); err != nil || done {
+				return fmt.Errorf("a %d-byte Issend completed (%v) before its receive was posted", size, err)
+			}
+			if err := mpi.Send(c, []byte{1}, 0, 61); err != nil {
+				return err
+			}
+			if _, err := r.Wait(); err != nil {
+				return err
+			}
+		}
+	case 0:
+		for _, size := range []int{8, 200 << 10} {
+			if _, err := mpi.Recv(c, []byte{0}, 1, 61); err != nil {
+				return err
+			}
+			buf := make([]byte, size)
+			if _, err := mpi.Recv(c, buf, 1, 60); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, msgPattern(1, 0, size, 0)) {
+				return fmt.Errorf("Ssend of %d bytes corrupt", size)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCancel: an unmatched receive from another proc, and unmatched sends to
+// another proc (eager and three-phase) are cancelled; nothing of them arrives.
+func checkCancel(c *mpi.Comm) error {
+	switch c.Rank() {
+	case 0:
+		r, err := mpi.Irecv(c, make([]byte, 8), 1, 70)
+		if err != nil {
+			return err
+		}
+		if err := r.Cancel(); err != nil {
+			return err
+		}
+		if st, err := r.Wait(); err != nil || !st.Cancelled {
+			return fmt.Errorf("cancelled receive: %+v %v", st, err)
+		}
+	case 1:
+		for i, size := range []int{16, 300 << 10} {
+			r, err := mpi.Isend(c, msgPattern(1, 0, size, i), 0, 71+i)
+			if err != nil {
+				return err
+			}
+			if err := r.Cancel(); err != nil {
+				return err
+			}
+			if st, err := r.Wait(); err != nil || !st.Cancelled {
+				return fmt.Errorf("cancel of an unreceived %d-byte send: %+v %v, want cancelled", size, st, err)
+			}
+		}
+	}
+	if err := msgSync(c); err != nil {
+		return err
+	}
+	if c.Rank() == 0 {
+		for tag := 71; tag <= 72; tag++ {
+			if _, ok, err := mpi.Iprobe(c, 1, tag); err != nil || ok {
+				return fmt.Errorf("a cancelled send with tag %d can still be received (%v)", tag, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkSendrecv: a ring exchange of every size with Sendrecv and SendrecvReplace.
+func checkSendrecv(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	right, left := (me+1)%n, (me+n-1)%n
+	for i, size := range suiteSizes {
+		got := make([]byte, size)
+		if _, err := mpi.Sendrecv(c, msgPattern(me, right, size, i), right, 80, got, left, 80); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, msgPattern(left, me, size, i)) {
+			return fmt.Errorf("Sendrecv of %d bytes from %d corrupt", size, left)
+		}
+		buf := msgPattern(me, right, size, i+1)
+		if _, err := mpi.SendrecvReplace(c, buf, right, 81, left, 81); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, msgPattern(left, me, size, i+1)) {
+			return fmt.Errorf("SendrecvReplace of %d bytes from %d corrupt", size, left)
+		}
+	}
+	return nil
+}
+
+// checkUnsupported: collectives and new communicators across procs say so.
+func checkUnsupported(c *mpi.Comm) error {
+	if err := c.Barrier(); !errors.Is(err, mpi.ErrUnsupported) {
+		return fmt.Errorf("Barrier across procs: %v, want ErrUnsupported", err)
+	}
+	if _, err := c.Dup(); !errors.Is(err, mpi.ErrUnsupported) {
+		return fmt.Errorf("Dup across procs: %v, want ErrUnsupported", err)
+	}
+	return nil
+}
+
+// hydra returns the command line that starts procs copies of the test binary under
+// MPICH's mpiexec, or skips the test when it is not installed.
+func hydra(t *testing.T, procs int) []string {
+	t.Helper()
+	path, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (Debian package mpich; .ci/run installs it)")
+	}
+	return []string{path, "-n", fmt.Sprint(procs), os.Args[0]}
+}
+
+func TestMultiProcSuite(t *testing.T) {
+	for _, tt := range []struct {
+		procs, perProc int
+	}{{2, 1}, {3, 1}, {4, 1}, {2, 3}, {3, 2}} {
+		t.Run(fmt.Sprintf("%dx%d", tt.procs, tt.perProc), func(t *testing.T) {
+			env := []string{fmt.Sprintf("WEFT_PER_PROC=%d", tt.perProc)}
+			code, out, errOut := runCommand(t, hydra(t, tt.procs), "suite", env)
+			if code != 0 {
+				t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			n := tt.procs * tt.perProc
+			var want []string
+			for r := range n {
+				want = append(want, fmt.Sprintf("rank %d of %d: suite passed", r, n))
+			}
+			got := strings.Split(strings.TrimSpace(out), "\n")
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("output:\n%s\nwant:\n%s\nstderr:\n%s", out, strings.Join(want, "\n"), errOut)
+			}
+		})
+	}
+}
+
+// TestMultiProcDeath: a proc that dies ends the job; the survivors do not hang.
+func TestMultiProcDeath(t *testing.T) {
+	start := time.Now()
+	code, out, errOut := runCommand(t, hydra(t, 3), "die", []string{"WEFT_PER_PROC=2"})
+	if code == 0 {
+		t.Fatalf("a job whose proc died exited 0\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("the job took %v to end after a proc died", el)
+	}
+}
