@@ -91,7 +91,7 @@ const (
 	DefaultNetEagerLimit = 64 << 10
 	DefaultPoolCap       = 64 << 20
 	DefaultSpin          = 20 * time.Microsecond
-	DefaultNetSpin       = 50 * time.Microsecond
+	DefaultNetSpin       = 200 * time.Microsecond
 )
 
 var tunables = []tunable{

@@ -332,7 +332,7 @@ func TestTunables(t *testing.T) {
 		{Name: "WithNetEagerLimit", Env: "WEFT_NET_EAGER_LIMIT", Default: "65536"},
 		{Name: "WithPoolCap", Env: "WEFT_POOL_CAP", Default: "67108864"},
 		{Name: "WithSpin", Env: "WEFT_SPIN", Default: "20µs"},
-		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "50µs"},
+		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "200µs"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}
 	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_THREAD_LEVEL")

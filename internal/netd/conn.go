@@ -327,16 +327,19 @@ func (c *conn) read(b []byte) (int, error) {
 }
 
 // settle adapts the poll budget after a read that had to block, given how long
-// the data took from the moment the daemon wanted it. Data that came within Spin
-// would have been caught by a full budget: back to Spin. Data that took longer
-// (an idle peer) halves the budget, and at Spin/8 the next halving goes to 0:
-// an idle connection wastes at most Spin+Spin/2+Spin/4+Spin/8 (< 2 Spin) of
-// polling before it parks at once, until a blocking read returns within Spin
-// again (the wake-up counts: with Spin 50 µs, data within ~20 µs of the start).
+// the data took from the moment the daemon wanted it. Data that came within
+// idleAfter budgets of Spin means a busy link whose poll was cut short (by a
+// wake-up, or by the OS running another thread): back to the full budget. Data
+// that took longer means an idle peer: the budget halves, and at Spin/8 the next
+// halving goes to 0. An idle connection so wastes under 2 Spin of polling before
+// it parks at once, until a blocking read returns within idleAfter Spin again.
+// A tighter rule (back to Spin only within one Spin) collapses the budget of a
+// busy link: on a 2-vCPU VM, polls are cut short often enough that each halving
+// lengthens the next wait by a kernel wake-up (8-byte latency 50 µs instead of 8).
 func (c *conn) settle(waited time.Duration) {
 	spin := c.d.cfg.Spin
 	switch {
-	case waited <= spin:
+	case waited <= idleAfter*spin:
 		c.budget = spin
 	case c.budget > spin/8:
 		c.budget /= 2
@@ -344,6 +347,10 @@ func (c *conn) settle(waited time.Duration) {
 		c.budget = 0
 	}
 }
+
+// idleAfter is how many poll budgets a link may wait for data before it counts as
+// idle.
+const idleAfter = 4
 
 // poll reads into b with non-blocking reads until data comes or the budget since
 // start is spent; ok false means it was spent.

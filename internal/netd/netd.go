@@ -100,10 +100,7 @@ type Config struct {
 	// poll. Polling saves the kernel wake-up of a parked reader (up to ~28 µs
 	// across vCPUs here) when the next message comes within a round trip, but a
 	// polling daemon keeps a processor busy: it pays when each proc has a core
-	// for it. Measured between two procs on this 2-vCPU machine (8-byte ping-pong,
-	// best of 8 runs, one way): at GOMAXPROCS=1, 5.3 µs with 50 µs against 10 µs
-	// without; at GOMAXPROCS=2, where the hand-offs to other goroutines wake
-	// more threads than there are vCPUs, 18 µs against 8.4 µs. Linux only.
+	// for it (Weft gives each proc of a host its share of the CPUs). Linux only.
 	Spin time.Duration
 	// DialTimeout bounds the TCP connect to one candidate address (default 2 s).
 	DialTimeout time.Duration

@@ -967,8 +967,9 @@ func TestSettle(t *testing.T) {
 		{1000 * us, 0}, // at Spin/8: stop polling
 		{1000 * us, 0},
 		{40 * us, spin}, // a read that blocked but came quickly: poll again
-		{100 * us, 32 * us},
-		{64 * us, spin},
+		{200 * us, spin}, // a busy link whose poll was cut short: keep polling
+		{257 * us, 32 * us},
+		{256 * us, spin},
 	} {
 		c.settle(s.waited)
 		if c.budget != s.want {

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -244,11 +245,10 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		r.key, r.mlen = k, n
 		if err != nil {
 			r.err = errLost
-		}
-		r.fire()
-		if err == nil {
+		} else {
 			p.held1(false)
 		}
+		handOver(r)
 		return err
 	}
 	if !p.wd.lend(chargeOf(n)) {
@@ -470,9 +470,17 @@ func (p *peer) data(h *wire.Header, pl *netd.Payload) error {
 		if err != nil {
 			r.err = errLost
 		}
-		r.fire()
+		handOver(r)
 	}
 	return err
+}
+
+// handOver completes r from a receive daemon and yields the processor: the
+// waiting rank, woken onto this P or spinning beside us, runs now instead of after
+// the daemon's next poll of its socket.
+func handOver(r *Request) {
+	r.fire()
+	runtime.Gosched()
 }
 
 // ack frees our eager copies up to sequence number upTo: the peer holds their data.
