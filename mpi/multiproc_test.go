@@ -2,6 +2,7 @@ package mpi_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-mpi/weft/internal/launch"
+	"github.com/weft-mpi/weft/internal/testnet"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -438,6 +441,117 @@ func hydra(t *testing.T, procs int) []string {
 	return []string{path, "-n", fmt.Sprint(procs), os.Args[0]}
 }
 
+// launched runs the helper program name as a job of launch.Config cfg (weft run,
+// in this process), with env added as runHelper does. It returns the job's error
+// (a *launch.Failure when a proc failed) and the procs' output.
+func launched(t *testing.T, cfg launch.Config, name string, env []string) (err error, stdout, stderr string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEFT_") && !strings.HasPrefix(kv, "GORACE=") && !strings.HasPrefix(kv, "PMI_") {
+			cfg.Env = append(cfg.Env, kv)
+		}
+	}
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cfg.Env = append(append(cfg.Env, helperEnv+"="+name, "GORACE="+gorace), env...)
+	var out, errOut bytes.Buffer
+	cfg.Stdout, cfg.Stderr = &out, &errOut
+	cfg.Program = os.Args[0]
+	done := make(chan error, 1)
+	go func() { done <- launch.Run(cfg) }()
+	select {
+	case err = <-done:
+	case <-time.After(runTimeout):
+		t.Fatalf("job %s did not end within %v; stdout:\n%s\nstderr:\n%s", name, runTimeout, out.String(), errOut.String())
+	}
+	return err, out.String(), errOut.String()
+}
+
+// checkSuite checks that every one of n ranks reported the suite passed.
+func checkSuite(t *testing.T, n int, out, errOut string) {
+	t.Helper()
+	var want []string
+	for r := range n {
+		want = append(want, fmt.Sprintf("rank %d of %d: suite passed", r, n))
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("output:\n%s\nwant:\n%s\nstderr:\n%s", out, strings.Join(want, "\n"), errOut)
+	}
+}
+
+// TestWeftRunSuite runs the suite as jobs of weft run: one or several ranks per
+// proc, and uneven layouts (the last proc has fewer ranks).
+func TestWeftRunSuite(t *testing.T) {
+	for _, tt := range []struct{ ranks, perProc int }{{2, 1}, {3, 1}, {5, 3}, {7, 2}} {
+		t.Run(fmt.Sprintf("n%d-per%d", tt.ranks, tt.perProc), func(t *testing.T) {
+			err, out, errOut := launched(t, launch.Config{Ranks: tt.ranks, PerProc: tt.perProc}, "suite", nil)
+			if err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+			}
+			checkSuite(t, tt.ranks, out, errOut)
+		})
+	}
+}
+
+// TestWeftRunHosts runs the suite on three hosts, network namespaces joined by a
+// bridge, started through `ip netns exec`: procs on different hosts reach each
+// other only through their namespaces' addresses.
+func TestWeftRunHosts(t *testing.T) {
+	nw := testnet.New(t, 3)
+	var hosts []launch.Host
+	for _, h := range nw.Hosts {
+		hosts = append(hosts, launch.Host{Name: h.NS, Slots: 2})
+	}
+	cfg := launch.Config{Ranks: 9, PerProc: 2, Hosts: hosts, Rsh: "ip netns exec {host}", LauncherAddr: nw.Addr}
+	err, out, errOut := launched(t, cfg, "suite", nil)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	checkSuite(t, 9, out, errOut)
+}
+
+// TestWeftRunDeath: a proc that dies ends the job within seconds, and weft run
+// names it; no proc is left waiting for it.
+func TestWeftRunDeath(t *testing.T) {
+	start := time.Now()
+	err, out, errOut := launched(t, launch.Config{Ranks: 6, PerProc: 2}, "die", nil)
+	var f *launch.Failure
+	if !errors.As(err, &f) || f.Proc != 2 || f.Code != 3 {
+		t.Fatalf("job: %v, want proc 2 failing with status 3\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("the job took %v to end after a proc died", el)
+	}
+}
+
+// TestWeftRunAbort: Abort in one rank ends the whole job with its code.
+func TestWeftRunAbort(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 4, PerProc: 2}, "abort", nil)
+	if code := launch.ExitCode(err); code != 7 {
+		t.Fatalf("job: %v (exit status %d), want 7\nstdout:\n%s\nstderr:\n%s", err, code, out, errOut)
+	}
+}
+
+// TestSlurmSuite runs the suite under Slurm's srun --mpi=pmi2 when a Slurm is up
+// (.ci/run starts one).
+func TestSlurmSuite(t *testing.T) {
+	srun, err := exec.LookPath("srun")
+	if err != nil {
+		t.Skip("srun is not on PATH; .ci/slurm-up.sh starts a single-host Slurm")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "sinfo", "--noheader", "--states=idle,mixed").Output(); err != nil || len(bytes.TrimSpace(out)) == 0 {
+		t.Skipf("no idle Slurm node (sinfo: %v %q); .ci/slurm-up.sh starts one", err, out)
+	}
+	code, out, errOut := runCommand(t, []string{srun, "--mpi=pmi2", "-n", "2", os.Args[0]}, "suite", []string{"WEFT_PER_PROC=2"})
+	if code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	checkSuite(t, 4, out, errOut)
+}
+
 func TestMultiProcSuite(t *testing.T) {
 	for _, tt := range []struct {
 		procs, perProc int
@@ -448,17 +562,7 @@ func TestMultiProcSuite(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
-			n := tt.procs * tt.perProc
-			var want []string
-			for r := range n {
-				want = append(want, fmt.Sprintf("rank %d of %d: suite passed", r, n))
-			}
-			got := strings.Split(strings.TrimSpace(out), "\n")
-			slices.Sort(got)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("output:\n%s\nwant:\n%s\nstderr:\n%s", out, strings.Join(want, "\n"), errOut)
-			}
+			checkSuite(t, tt.procs*tt.perProc, out, errOut)
 		})
 	}
 }

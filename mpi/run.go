@@ -130,6 +130,8 @@ func Main(fn func(*Comm) error, opts ...Option) {
 	default:
 		err = Run(np, fn, opts...)
 	}
+	// A proc of a launched job reports its error before it asks the launcher to
+	// end the job: the launcher may kill it at once.
 	if err == nil {
 		os.Exit(0)
 	}

@@ -41,7 +41,9 @@ const (
 const keyBytes = 32
 
 // Join connects to the launcher that started this proc and reads the job's shape.
-// It returns nil and no error when no launcher started us.
+// It returns nil and no error when no launcher started us. When it fails after
+// reaching the launcher it returns the Job too, so that the caller can report the
+// error and then Abort the whole job.
 func Join() (*Job, error) {
 	c, err := pmi.FromEnv()
 	if errors.Is(err, pmi.ErrNoLauncher) {
@@ -55,7 +57,7 @@ func Join() (*Job, error) {
 	}
 	j := &Job{Proc: c.Rank(), pmi: c}
 	if j.Layout, err = layout(c); err != nil {
-		return nil, j.fail(err)
+		return j, err
 	}
 	j.ID = os.Getenv(EnvJob)
 	if j.ID == "" {
@@ -63,16 +65,10 @@ func Join() (*Job, error) {
 	}
 	if v := os.Getenv(EnvKey); v != "" {
 		if j.Key, err = hex.DecodeString(v); err != nil || len(j.Key) < 16 {
-			return nil, j.fail(fmt.Errorf("boot: %s is not a job key of at least 16 bytes in hex", EnvKey))
+			return j, fmt.Errorf("boot: %s is not a job key of at least 16 bytes in hex", EnvKey)
 		}
 	}
 	return j, nil
-}
-
-// fail gives up joining: the launcher is told, so that the whole job ends.
-func (j *Job) fail(err error) error {
-	_ = j.pmi.Abort(1, err.Error())
-	return err
 }
 
 // layout finds where every rank lives: weft run says so in the environment; under
@@ -97,19 +93,18 @@ func layout(c *pmi.Client) (*topo.Layout, error) {
 		}
 		perProc = n
 	}
-	return topo.Uneven(hostsOf(c, perProc))
-}
-
-// hostsOf groups the procs by node as the launcher's process mapping says, each
-// with perProc ranks. A layout keeps each host's procs consecutive, so a mapping
-// that is not (round robin, say), or none at all, makes each proc a host of its own:
-// nothing is then shared that is not.
-func hostsOf(c *pmi.Client, perProc int) [][]int {
-	n := c.Size()
 	var nodes []int
 	if blocks, err := c.ProcessMapping(); err == nil {
-		nodes, _ = pmi.ExpandMapping(blocks, n)
+		nodes, _ = pmi.ExpandMapping(blocks, c.Size())
 	}
+	return topo.Uneven(hostsOf(nodes, c.Size(), perProc))
+}
+
+// hostsOf groups n procs of perProc ranks each by node, as the launcher's process
+// mapping (the node of each proc) says. A layout keeps each host's procs
+// consecutive, so a mapping that is not (round robin, say), or none at all, makes
+// each proc a host of its own: nothing is then shared that is not.
+func hostsOf(nodes []int, n, perProc int) [][]int {
 	together := len(nodes) == n && slices.IsSorted(nodes)
 	var hosts [][]int
 	for p := range n {
@@ -124,22 +119,23 @@ func hostsOf(c *pmi.Client, perProc int) [][]int {
 
 // Exchange publishes where this proc listens and, when the launcher gave no job
 // key, proc 0's new one; it returns once every proc has published (a barrier).
+// On error the caller should Abort the job.
 func (j *Job) Exchange(addrs []string) error {
 	if j.Key == nil && j.Proc == 0 {
 		key := make([]byte, keyBytes)
 		if _, err := rand.Read(key); err != nil {
-			return j.fail(fmt.Errorf("boot: making the job key: %w", err))
+			return fmt.Errorf("boot: making the job key: %w", err)
 		}
 		if err := j.pmi.Put("weft-key", hex.EncodeToString(key)); err != nil {
-			return j.fail(err)
+			return err
 		}
 		j.Key = key
 	}
 	if err := j.pmi.Put(addrKey(j.Proc), strings.Join(addrs, " ")); err != nil {
-		return j.fail(err)
+		return err
 	}
 	if err := j.pmi.Barrier(); err != nil {
-		return j.fail(err)
+		return err
 	}
 	if j.Key == nil {
 		v, err := j.pmi.Get("weft-key")
@@ -147,7 +143,7 @@ func (j *Job) Exchange(addrs []string) error {
 			j.Key, err = hex.DecodeString(v)
 		}
 		if err != nil {
-			return j.fail(fmt.Errorf("boot: reading the job key from proc 0: %w", err))
+			return fmt.Errorf("boot: reading the job key from proc 0: %w", err)
 		}
 	}
 	return nil
