@@ -966,7 +966,7 @@ func TestSettle(t *testing.T) {
 		{1000 * us, 8 * us},
 		{1000 * us, 0}, // at Spin/8: stop polling
 		{1000 * us, 0},
-		{40 * us, spin}, // a read that blocked but came quickly: poll again
+		{40 * us, spin},  // a read that blocked but came quickly: poll again
 		{200 * us, spin}, // a busy link whose poll was cut short: keep polling
 		{257 * us, 32 * us},
 		{256 * us, spin},
