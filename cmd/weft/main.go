@@ -1,5 +1,5 @@
-// Command weft is Weft's one command line tool. Today it describes this build
-// (weft info); running multi-process jobs and the benchmark suite join it later.
+// Command weft is Weft's one command line tool: it starts jobs of many processes
+// (weft run) and describes this build (weft info).
 package main
 
 import (
@@ -62,12 +62,14 @@ func info(w io.Writer) {
 	fmt.Fprintf(w, "thread levels: %s, %s, %s, %s (default %s; every level is provided)\n",
 		mpi.ThreadSingle, mpi.ThreadFunneled, mpi.ThreadSerialized, mpi.ThreadMultiple, mpi.ThreadMultiple)
 	fmt.Fprintf(w, "transports:    self (ranks of one process: one copy, sender buffer to receiver buffer)\n")
+	fmt.Fprintf(w, "               tcp (ranks of other processes: authenticated connections made on first use)\n")
 	fmt.Fprintf(w, "\ntunables (environment variable, option, value in force, default):\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	for _, t := range mpi.Tunables() {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", t.Env, t.Name, t.Value, t.Default, t.Doc)
 	}
 	fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", "WEFT_NP", "-np N", envOr("WEFT_NP", "(NumCPU)"), "NumCPU", "ranks started by mpi.Main when -np is absent")
+	fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", "WEFT_PER_PROC", "", envOr("WEFT_PER_PROC", "1"), "1", "ranks per process under mpiexec or srun (weft run: --per-proc)")
 	tw.Flush()
 }
 
