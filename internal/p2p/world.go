@@ -107,6 +107,24 @@ func NewJobWorld(l *topo.Layout, self int, cfg Config) (*World, error) {
 	return wd, nil
 }
 
+// Layout returns where every rank of the job lives, and Self our proc in it; a
+// world of one proc has no layout.
+func (wd *World) Layout() *topo.Layout { return wd.layout }
+
+// Self returns our proc's index in the job.
+func (wd *World) Self() int { return wd.self }
+
+// Proc returns the proc that runs the rank of ep.
+func (ep *Endpoint) Proc() int {
+	if ep.peer != nil {
+		return ep.peer.proc
+	}
+	return ep.World.self
+}
+
+// Local reports whether the rank of ep runs in this proc.
+func (ep *Endpoint) Local() bool { return ep.peer == nil }
+
 // lostCause explains why the job ended when the link to proc broke.
 func (wd *World) lostCause(proc int, err error) *errs.Error {
 	first, n, _ := wd.layout.ProcRanks(proc)
