@@ -308,3 +308,65 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// FuzzHandle sends the engine of a proc whatever headers (that pass wire.Parse)
+// and payloads another proc of the job could send, in any order: a message it
+// cannot place is a protocol error that ends the link and the job, never a panic
+// or a hang; receives posted beforehand end (done or aborted).
+func FuzzHandle(f *testing.F) {
+	enc := func(hs ...wire.Header) []byte {
+		var b []byte
+		for _, h := range hs {
+			h.Frag = uint32(h.Len)
+			if h.Kind != wire.Eager {
+				h.Frag = 0
+			}
+			if h.Kind == wire.Data {
+				h.Frag = uint32(h.Len - h.Offset)
+			}
+			var hb [wire.Size]byte
+			h.Put(hb[:])
+			b = append(b, hb[:]...)
+			b = append(b, make([]byte, h.Frag)...)
+		}
+		return b
+	}
+	f.Add(enc(wire.Header{Kind: wire.Eager, Dest: 1, Tag: 1, Len: 3, SendReq: 1, Seq: 1}))
+	f.Add(enc(wire.Header{Kind: wire.RTS, Dest: 1, Tag: 2, Len: 100, SendReq: 1, Seq: 1},
+		wire.Header{Kind: wire.CancelReq, Dest: 1, SendReq: 1}))
+	f.Add(enc(wire.Header{Kind: wire.CTS, SendReq: 9, RecvReq: 3, Len: 5}))
+	f.Add(enc(wire.Header{Kind: wire.Data, SendReq: 1, RecvReq: 1, Len: 8}))
+	f.Add(enc(wire.Header{Kind: wire.Eager, Dest: 7, Tag: 1, Len: 0, SendReq: 1, Seq: 1}))
+	f.Add(enc(wire.Header{Kind: wire.Eager, Dest: 1, Tag: 1, Len: 0, SendReq: 2, Seq: 2}))
+	f.Add(enc(wire.Header{Kind: wire.Ack, SendReq: 5}, wire.Header{Kind: wire.Pull, SendReq: 1, RecvReq: 1, Len: 4},
+		wire.Header{Kind: wire.CancelReply, SendReq: 3}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		l, _ := topo.Uneven([][]int{{1, 1}})
+		j := newJob(t, l, testConfig())
+		recv := make(chan error, 1)
+		go func() {
+			_, err := j.comm(1).Recv(1, make([]byte, 16), AnySource, AnyTag)
+			recv <- err
+		}()
+		for len(in) >= wire.Size {
+			h, err := wire.Parse(in)
+			if err != nil || h.Kind == wire.Close || h.Kind == wire.Coll {
+				return
+			}
+			in = in[wire.Size:]
+			n := min(int(h.Frag), len(in))
+			payload := in[:n]
+			in = in[n:]
+			if j.devices[0].Send(1, netd.ChannelP2P, &h, payload) != nil {
+				break // the link ended: the engine refused something
+			}
+		}
+		// Whatever came, the receive ends once the job is torn down.
+		j.worlds[1].Abort(&errs.Error{Class: errs.Aborted, Rank: errs.None, Peer: errs.None, Tag: errs.None})
+		select {
+		case <-recv:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a receive still waits after the job ended")
+		}
+	})
+}
