@@ -22,6 +22,14 @@ import (
 // different collectives) are found inside the collective: the ranks involved return
 // an error and nobody hangs.
 //
+// Across procs (a communicator with ranks in several procs) Barrier, Bcast,
+// Reduce, Allreduce, Gather and Allgather run on two levels (internal/xcoll): the
+// ranks of each proc meet on shared memory, one leader per proc talks to the
+// others on the collective channel. There a disagreement found in one proc is
+// reported to the ranks of the procs that depend on it (for Bcast, the procs below
+// it in the broadcast; for the others, every proc), not always to every rank.
+// The other collectives return ErrUnsupported across procs.
+//
 // In place: pass a nil send slice (or the receive slice itself) to Reduce at the
 // root or to Allreduce; the receive buffer then holds the rank's contribution and
 // is replaced by the result, as with MPI_IN_PLACE.
@@ -30,6 +38,9 @@ import (
 func (c *Comm) Barrier() error {
 	if err := c.checkColl("Barrier"); err != nil {
 		return err
+	}
+	if c.core.spans {
+		return c.collective(c.core.across().Barrier(c.rank), "Barrier")
 	}
 	return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
 }
@@ -41,6 +52,9 @@ func (c *Comm) Barrier() error {
 func Bcast[T Elem](c *Comm, buf []T, root int) error {
 	if err := c.checkRoot("Bcast", root); err != nil {
 		return err
+	}
+	if c.core.spans {
+		return c.collective(c.core.across().Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
 	}
 	return c.collective(c.core.coll.Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
 }
@@ -69,6 +83,9 @@ func Reduce[T Elem](c *Comm, send, recv []T, op Op, root int) error {
 	} else {
 		recv = nil
 	}
+	if c.core.spans {
+		return c.collective(c.core.across().Reduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, op.Commutative(), root), name)
+	}
 	return c.collective(c.core.coll.Reduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, root), name)
 }
 
@@ -87,17 +104,19 @@ func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
 	if send, err = inPlace(c, name, send, recv); err != nil {
 		return err
 	}
+	if c.core.spans {
+		return c.collective(c.core.across().Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, op.Commutative()), name)
+	}
 	return c.collective(c.core.coll.Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn), name)
 }
 
-// checkColl checks c for a collective: collectives among the ranks of several procs
-// are not built yet.
-func (c *Comm) checkColl(op string) error {
-	if err := c.check(op); err != nil {
-		return err
-	}
+// checkColl checks c for a collective.
+func (c *Comm) checkColl(op string) error { return c.check(op) }
+
+// inProc refuses a collective not built yet for communicators that span procs.
+func (c *Comm) inProc(op string) error {
 	if c.core.spans {
-		return errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; collectives across procs are not built yet")
+		return errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; %s across procs is not built yet", op)
 	}
 	return nil
 }

@@ -49,6 +49,9 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 			p.Send = bytesOf(recv[root*m : (root+1)*m])
 		}
 	}
+	if c.core.spans {
+		return c.collective(c.core.across().Gather(c.rank, p.Send, p.Recv, el, root), name)
+	}
 	return c.collective(c.core.coll.Gather(c.rank, p, el, root), name)
 }
 
@@ -59,6 +62,9 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 	const name = "Scatter"
 	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	if err := c.inProc(name); err != nil {
 		return err
 	}
 	n, el := c.Size(), sizeOf[T]()
@@ -99,6 +105,9 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 	if send == nil {
 		p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
 	}
+	if c.core.spans {
+		return c.collective(c.core.across().Allgather(c.rank, p.Send, p.Recv, el), name)
+	}
 	return c.collective(c.core.coll.Allgather(c.rank, p, el), name)
 }
 
@@ -109,6 +118,9 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
 	const name = "Alltoall"
 	if err := c.checkColl(name); err != nil {
+		return err
+	}
+	if err := c.inProc(name); err != nil {
 		return err
 	}
 	n, el := c.Size(), sizeOf[T]()
@@ -150,6 +162,9 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
+	if err := c.inProc(name); err != nil {
+		return err
+	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
 	if err != nil {
 		return err
@@ -176,6 +191,9 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
 	const name = "ReduceScatterBlock"
 	if err := c.checkColl(name); err != nil {
+		return err
+	}
+	if err := c.inProc(name); err != nil {
 		return err
 	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
@@ -244,6 +262,9 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
+	if err := c.inProc(name); err != nil {
+		return err
+	}
 	el := sizeOf[T]()
 	p := coll.Part{Send: bytesOf(send)}
 	if c.rank == root {
@@ -271,6 +292,9 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
 	const name = "Scatterv"
 	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	if err := c.inProc(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()
@@ -304,6 +328,9 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
+	if err := c.inProc(name); err != nil {
+		return err
+	}
 	el := sizeOf[T]()
 	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 	if err != nil {
@@ -330,6 +357,9 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	const name = "Alltoallv"
 	if err := c.checkColl(name); err != nil {
+		return err
+	}
+	if err := c.inProc(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()

@@ -2,12 +2,14 @@ package mpi
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
+	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
 // The wildcards and the null process, as in MPI.
@@ -34,7 +36,10 @@ type commCore struct {
 	job   *job
 	world bool
 	spans bool       // has ranks in other procs
-	coll  *coll.Comm // the collectives' state: episodes and each rank's count of them
+	coll  *coll.Comm // the collectives' state when every rank is in this proc
+
+	xonce sync.Once
+	x     *xcoll.Comm // the collectives' state when spans; see across
 
 	mu      sync.Mutex
 	pending map[uint64]*agreement // calls making communicators that some ranks have made and others not yet
@@ -60,8 +65,9 @@ type agreement struct {
 // as the others' gets an error without taking part.
 func (c *Comm) agree(op string, start func() any, join, finish func(data any)) (*agreement, error) {
 	core := c.core
+	ranks := c.Size()
 	if core.spans {
-		return nil, errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; making communicators across procs is not built yet")
+		ranks = core.across().Local() // the ranks of this proc meet; splitAcross did the rest
 	}
 	core.mu.Lock()
 	seq := c.made
@@ -71,7 +77,7 @@ func (c *Comm) agree(op string, start func() any, join, finish func(data any)) (
 		if core.pending == nil {
 			core.pending = make(map[uint64]*agreement)
 		}
-		a = &agreement{op: op, left: c.Size(), data: start()}
+		a = &agreement{op: op, left: ranks, data: start()}
 		if finish != nil {
 			a.done = make(chan struct{})
 		}
@@ -98,14 +104,59 @@ func (c *Comm) agree(op string, start func() any, join, finish func(data any)) (
 	return a, nil
 }
 
-// derive makes the shared state of a new communicator whose ranks are peers, in
-// that order, with a new context and its own collective state.
-func (core *commCore) derive(peers []*p2p.Endpoint) *commCore {
-	return &commCore{
-		Comm: p2p.Comm{Ctx: core.job.nextCtx.Add(1), Peers: peers, World: core.World},
-		job:  core.job,
-		coll: coll.New(core.job.colls, len(peers), core.World.Config().Spin),
+// derive makes this proc's shared state of a new communicator whose ranks are
+// peers, in that order, with context ctx and its own collective state.
+func (core *commCore) derive(peers []*p2p.Endpoint, ctx uint32) *commCore {
+	nc := &commCore{Comm: p2p.Comm{Ctx: ctx, Peers: peers, World: core.World}, job: core.job}
+	for _, ep := range peers {
+		if !ep.Local() {
+			nc.spans = true
+			break
+		}
 	}
+	if !nc.spans {
+		nc.coll = coll.New(core.job.colls, len(peers), core.World.Config().Spin)
+	}
+	return nc
+}
+
+// across returns the collective state of a communicator that spans procs, made
+// on first use (the world communicator's core is made before the collective
+// channel is known to it).
+func (core *commCore) across() *xcoll.Comm {
+	core.xonce.Do(func() {
+		procs := make([]int, len(core.Peers))
+		for i, ep := range core.Peers {
+			procs[i] = ep.Proc()
+		}
+		core.x = xcoll.New(core.job.net, core.Ctx, procs, core.job.colls, core.World.Config().Spin)
+	})
+	return core.x
+}
+
+// Context ids. Proc p of a job of P procs numbers the communicators it makes
+// 1+p, 1+p+P, 1+p+2P, ...: id 1+p+P*k, k counted by the proc's own job.nextCtx,
+// which only grows (0 is the world's). A communicator that spans procs takes the
+// id that the proc of its rank 0 reserved for the call that made it (see
+// splitAcross); every other one an id of this proc. So no two communicators of a
+// job share an id, without any central allocator, as long as no proc makes more
+// than 2^32/P of them (a single-proc job: 2^32-1); a call that would need more
+// fails with ErrIntern across procs (in one proc the ids wrap, as they always did).
+
+// newCtx returns a new context id of this proc.
+func (j *job) newCtx() uint32 {
+	id, _ := ctxID(j.world, j.world.Self(), uint64(j.nextCtx.Add(1)-1))
+	return id
+}
+
+// ctxID returns proc's k-th context id, and whether it fits in 32 bits.
+func ctxID(wd *p2p.World, proc int, k uint64) (uint32, bool) {
+	procs := uint64(1)
+	if l := wd.Layout(); l != nil {
+		procs = uint64(l.Procs())
+	}
+	id := 1 + uint64(proc) + procs*k
+	return uint32(id), id <= math.MaxUint32
 }
 
 // Rank returns the calling rank's number in c, from 0 to Size()-1.
@@ -160,7 +211,10 @@ func (c *Comm) Dup() (*Comm, error) {
 	if err := c.check("Dup"); err != nil {
 		return nil, err
 	}
-	a, err := c.agree("Dup", func() any { return c.core.derive(c.core.Peers) }, nil, nil)
+	if c.core.spans {
+		return c.splitAcross("Dup", 0, c.rank, nil)
+	}
+	a, err := c.agree("Dup", func() any { return c.core.derive(c.core.Peers, c.core.job.newCtx()) }, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/netd"
-	"github.com/weft-mpi/weft/internal/netd/wire"
 	"github.com/weft-mpi/weft/internal/p2p"
+	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
 // runJoined runs this proc's ranks of a job that a launcher started: it listens for
@@ -37,9 +37,14 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 		ln.Close()
 		return fail(err)
 	}
+	j := &job{world: wd, level: cfg.level, colls: coll.NewJob()}
+	// A lost proc aborts the world (the p2p handler, told first) and must also
+	// release the ranks waiting in this proc's shared-memory collectives.
+	xn := xcoll.NewNet(bj.Proc, wd.Aborted(), func(int) { j.colls.Abort() })
+	j.net = xn
 	dev, err := netd.New(netd.Config{
 		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
-		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: noColl{}, Spin: cfg.netSpin,
+		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
 		},
@@ -49,7 +54,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 		return fail(err)
 	}
 	wd.Connect(dev)
-	j := &job{world: wd, level: cfg.level, colls: coll.NewJob()}
+	xn.Connect(dev)
 	first, n, _ := bj.Layout.ProcRanks(bj.Proc)
 	if err := j.run(first, n, fn, &cfg); err != nil {
 		return err // Main aborts the job through the launcher
@@ -76,13 +81,3 @@ func shareCPUs(bj *boot.Job) {
 	_, procs, _ := bj.Layout.HostProcs(host)
 	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, procs)))
 }
-
-// noColl refuses messages on the collective channel: collectives across procs are
-// not built yet, so a peer sending one is broken.
-type noColl struct{}
-
-func (noColl) Handle(proc int, h *wire.Header, _ *netd.Payload) error {
-	return fmt.Errorf("unexpected %v message from proc %d on the collective channel", h.Kind, proc)
-}
-
-func (noColl) Lost(int, error) {}

@@ -19,8 +19,9 @@ import (
 
 // Jobs of several OS processes: the test binary, re-executed as a helper program,
 // started by a launcher. Every point-to-point behaviour of the single-proc tests is
-// checked across procs by the "suite" helper, which needs no collectives (they do
-// not cross procs yet): it synchronizes with messages.
+// checked across procs by the "suite" helper, which synchronizes with messages so
+// that it tests point-to-point alone; collectives across procs have their own
+// helper, "collsuite" (xcoll_test.go).
 
 func init() {
 	helpers["suite"] = suite
@@ -419,13 +420,17 @@ func checkSendrecv(c *mpi.Comm) error {
 	return nil
 }
 
-// checkUnsupported: collectives and new communicators across procs say so.
+// checkUnsupported: the collectives not built across procs yet say so.
 func checkUnsupported(c *mpi.Comm) error {
-	if err := c.Barrier(); !errors.Is(err, mpi.ErrUnsupported) {
-		return fmt.Errorf("Barrier across procs: %v, want ErrUnsupported", err)
+	n := c.Size()
+	if err := mpi.Scatter(c, make([]int32, n), make([]int32, 1), 0); !errors.Is(err, mpi.ErrUnsupported) {
+		return fmt.Errorf("Scatter across procs: %v, want ErrUnsupported", err)
 	}
-	if _, err := c.Dup(); !errors.Is(err, mpi.ErrUnsupported) {
-		return fmt.Errorf("Dup across procs: %v, want ErrUnsupported", err)
+	if err := mpi.Alltoall(c, make([]int32, n), make([]int32, n)); !errors.Is(err, mpi.ErrUnsupported) {
+		return fmt.Errorf("Alltoall across procs: %v, want ErrUnsupported", err)
+	}
+	if err := mpi.Scan(c, []int32{1}, make([]int32, 1), mpi.Sum); !errors.Is(err, mpi.ErrUnsupported) {
+		return fmt.Errorf("Scan across procs: %v, want ErrUnsupported", err)
 	}
 	return nil
 }
@@ -483,9 +488,15 @@ func checkSuite(t *testing.T, n int, out, errOut string) {
 // TestWeftRunSuite runs the suite as jobs of weft run: one or several ranks per
 // proc, and uneven layouts (the last proc has fewer ranks).
 func TestWeftRunSuite(t *testing.T) {
-	for _, tt := range []struct{ ranks, perProc int }{{2, 1}, {3, 1}, {5, 3}, {7, 2}} {
+	weftRunSuite(t, "suite", []struct{ ranks, perProc int }{{2, 1}, {3, 1}, {5, 3}, {7, 2}})
+}
+
+// weftRunSuite runs the helper program name, which prints "suite passed" on every
+// rank, as jobs of weft run of each layout: ranks, and ranks per proc.
+func weftRunSuite(t *testing.T, name string, layouts []struct{ ranks, perProc int }) {
+	for _, tt := range layouts {
 		t.Run(fmt.Sprintf("n%d-per%d", tt.ranks, tt.perProc), func(t *testing.T) {
-			err, out, errOut := launched(t, launch.Config{Ranks: tt.ranks, PerProc: tt.perProc}, "suite", nil)
+			err, out, errOut := launched(t, launch.Config{Ranks: tt.ranks, PerProc: tt.perProc}, name, nil)
 			if err != nil {
 				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 			}
@@ -513,9 +524,13 @@ func TestWeftRunHosts(t *testing.T) {
 
 // TestWeftRunDeath: a proc that dies ends the job within seconds, and weft run
 // names it; no proc is left waiting for it.
-func TestWeftRunDeath(t *testing.T) {
+func TestWeftRunDeath(t *testing.T) { weftRunDeath(t, "die") }
+
+// weftRunDeath runs the helper program name, whose proc 2 of 3 exits with status
+// 3, and checks that the job ends at once naming it.
+func weftRunDeath(t *testing.T, name string) {
 	start := time.Now()
-	err, out, errOut := launched(t, launch.Config{Ranks: 6, PerProc: 2}, "die", nil)
+	err, out, errOut := launched(t, launch.Config{Ranks: 6, PerProc: 2}, name, nil)
 	var f *launch.Failure
 	if !errors.As(err, &f) || f.Proc != 2 || f.Code != 3 {
 		t.Fatalf("job: %v, want proc 2 failing with status 3\nstdout:\n%s\nstderr:\n%s", err, out, errOut)

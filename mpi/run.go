@@ -15,6 +15,7 @@ import (
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
+	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
 // job is what the ranks of one Run share.
@@ -23,6 +24,7 @@ type job struct {
 	level   ThreadLevel
 	nextCtx atomic.Uint32 // context ids of new communicators
 	colls   *coll.Job     // the collectives' state shared by the job's communicators; aborted with the job
+	net     *xcoll.Net    // the collective channel to the other procs; nil for a job of one proc
 }
 
 // Run runs fn as n ranks, each a goroutine with its own world communicator, and
@@ -50,7 +52,9 @@ func Run(n int, fn func(*Comm) error, opts ...Option) error {
 func (j *job) run(first, n int, fn func(*Comm) error, cfg *config) error {
 	size := len(j.world.Endpoints)
 	world := &commCore{Comm: p2p.Comm{Peers: j.world.Endpoints, World: j.world}, job: j, world: true, spans: n < size}
-	world.coll = coll.New(j.colls, size, cfg.p2p.Spin)
+	if !world.spans { // else its collectives are made on first use (commCore.across)
+		world.coll = coll.New(j.colls, size, cfg.p2p.Spin)
+	}
 	results := make([]error, n)
 	var wg sync.WaitGroup
 	wg.Add(n)

@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"hash/fnv"
 	"runtime"
 	"slices"
 
@@ -25,9 +26,10 @@ const (
 // at least 0 (ErrArg).
 //
 // Split is collective: every rank of c calls it, in the same order as its other
-// calls making communicators from c (Dup, Split, Create, SplitType). It takes no
-// message: the ranks meet in state that c's ranks share, and each returns once
-// every rank of c has given its color and key. Each new communicator has its own
+// calls making communicators from c (Dup, Split, Create, SplitType). Within one
+// proc it takes no message: the ranks meet in state that c's ranks share; across
+// procs they exchange colors and keys in one Allgather. Each returns once every
+// rank of c has given its color and key. Each new communicator has its own
 // context, so its messages never match those of c or of any other communicator,
 // and its own collectives.
 func (c *Comm) Split(color, key int) (*Comm, error) {
@@ -46,8 +48,8 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // passing kind Undefined gets none (a nil *Comm and a nil error). It is collective
 // as Split is.
 //
-// Today every rank of a job runs in one process, so both kinds give every rank a
-// communicator with all the ranks of c, ordered by key.
+// In a job of one process both kinds give every rank a communicator with all the
+// ranks of c, ordered by key.
 func (c *Comm) SplitType(kind, key int) (*Comm, error) {
 	if err := c.check("SplitType"); err != nil {
 		return nil, err
@@ -55,6 +57,12 @@ func (c *Comm) SplitType(kind, key int) (*Comm, error) {
 	color := 0
 	switch kind {
 	case SplitShared, SplitProc:
+		if l := c.core.World.Layout(); l != nil {
+			color = c.self().Proc()
+			if kind == SplitShared {
+				color, _ = l.HostOf(color)
+			}
+		}
 	case Undefined:
 		color = Undefined
 	default:
@@ -103,6 +111,9 @@ type splitting struct {
 // split runs the calling rank's part of a Split (or SplitType, or Create when g is
 // not nil).
 func (c *Comm) split(op string, color, key int, g *Group) (*Comm, error) {
+	if c.core.spans {
+		return c.splitAcross(op, color, key, g)
+	}
 	n := c.Size()
 	rank := c.rank
 	a, err := c.agree(op,
@@ -120,7 +131,12 @@ func (c *Comm) split(op string, color, key int, g *Group) (*Comm, error) {
 				s.groups[rank] = g
 			}
 		},
-		func(data any) { data.(*splitting).finish(c.core) })
+		func(data any) {
+			s := data.(*splitting)
+			if s.sameGroups() {
+				s.finish(c.core, func(peers []*p2p.Endpoint, _ int) *commCore { return c.core.derive(peers, c.core.job.newCtx()) })
+			}
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -139,17 +155,25 @@ func (c *Comm) split(op string, color, key int, g *Group) (*Comm, error) {
 	return &Comm{core: s.cores[rank], rank: s.ranks[rank]}, nil
 }
 
-// finish makes the new communicators once every rank of parent has given its part:
-// one per color, in increasing order of color, each with its ranks ordered by key
-// then by rank in parent.
-func (s *splitting) finish(parent *commCore) {
-	n := len(s.color)
+// sameGroups checks that every rank of a Create passed the same group, and
+// records the fault otherwise.
+func (s *splitting) sameGroups() bool {
 	for i := 1; i < len(s.groups); i++ {
 		if cmp, _ := CompareGroups(s.groups[0], s.groups[i]); cmp != Ident {
 			s.fault = errs.New(errs.Group, "Create", NoValue, "rank 0 passed %v but rank %d passed %v: every rank must pass the same group", s.groups[0], i, s.groups[i])
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// finish makes the new communicators once every rank of parent has given its part:
+// one per color, in increasing order of color, each with its ranks ordered by key
+// then by rank in parent. newCore returns the shared state of one, given its ranks'
+// endpoints and the parent rank of its rank 0, or nil for one that this proc does
+// not hold.
+func (s *splitting) finish(parent *commCore, newCore func(peers []*p2p.Endpoint, first int) *commCore) {
+	n := len(s.color)
 	order := make([]int, 0, n)
 	for r := range n {
 		if s.color[r] != Undefined {
@@ -178,7 +202,7 @@ func (s *splitting) finish(parent *commCore) {
 		for i, r := range order[start:end] {
 			peers[i] = parent.Peers[r]
 		}
-		core := parent.derive(peers)
+		core := newCore(peers, order[start])
 		for i, r := range order[start:end] {
 			s.cores[r], s.ranks[r] = core, i
 		}
@@ -209,4 +233,69 @@ func (c *Comm) await(op string, done chan struct{}) error {
 	case <-c.core.World.Aborted():
 		return c.abortError(c.core.World.Cause(), op, NoValue, NoValue)
 	}
+}
+
+// splitAcross is split for a communicator that spans procs. Every rank gives its
+// color, its key, a context id that its proc reserves for it, and a fingerprint
+// of Create's group in one Allgather across procs, so that every rank holds the
+// same table. Each new communicator takes the id reserved by its rank 0's proc
+// (see ctxID), which every proc computes alike. Then the ranks of each proc meet
+// in an agreement: the first to arrive makes, from the table, this proc's shared
+// state of every new communicator with a rank here.
+func (c *Comm) splitAcross(op string, color, key int, g *Group) (*Comm, error) {
+	const fields = 4
+	n, wd := c.Size(), c.core.World
+	mine := []int64{int64(color), int64(key), int64(c.core.job.nextCtx.Add(1) - 1), fingerprint(g)}
+	table := make([]int64, fields*n)
+	if err := c.collective(c.core.across().Allgather(c.rank, bytesOf(mine), bytesOf(table), sizeOf[int64]()), op); err != nil {
+		return nil, err
+	}
+	row := func(r int) []int64 { return table[fields*r : fields*(r+1)] }
+	for r := range n {
+		if row(r)[3] != row(0)[3] {
+			return nil, errs.New(errs.Group, op, c.rank, "rank 0 and rank %d passed different groups: every rank must pass the same group", r)
+		}
+		if _, ok := ctxID(wd, c.core.Peers[r].Proc(), uint64(row(r)[2])); !ok {
+			return nil, errs.New(errs.Intern, op, c.rank, "proc %d has made all the %d communicators it can", c.core.Peers[r].Proc(), row(r)[2])
+		}
+	}
+	a, err := c.agree(op, func() any {
+		s := &splitting{color: make([]int, n), key: make([]int, n)}
+		for r := range n {
+			s.color[r], s.key[r] = int(row(r)[0]), int(row(r)[1])
+		}
+		s.finish(c.core, func(peers []*p2p.Endpoint, first int) *commCore {
+			if !slices.ContainsFunc(peers, (*p2p.Endpoint).Local) {
+				return nil
+			}
+			id, _ := ctxID(wd, peers[0].Proc(), uint64(row(first)[2]))
+			return c.core.derive(peers, id)
+		})
+		return s
+	}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := a.data.(*splitting)
+	if s.cores[c.rank] == nil {
+		return nil, nil
+	}
+	return &Comm{core: s.cores[c.rank], rank: s.ranks[c.rank]}, nil
+}
+
+// fingerprint names the members of g, in order, in 64 bits (0 for no group), so
+// that ranks of several procs can check that they passed the same group.
+func fingerprint(g *Group) int64 {
+	if g == nil {
+		return 0
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	for _, m := range g.members {
+		for i := range b {
+			b[i] = byte(uint64(m) >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return int64(h.Sum64() | 1)
 }

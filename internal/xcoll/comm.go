@@ -1,0 +1,580 @@
+package xcoll
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// The collectives of a communicator spanning procs run on two levels. In each proc
+// the communicator's ranks there (its local ranks, numbered in the order of their
+// ranks in the communicator) meet in internal/coll's shared-memory collectives, on
+// a coll.Comm of their own; the lowest-ranked of them is the proc's leader, and
+// only the leaders use the collective channel. Procs are numbered in the order of
+// their leaders' ranks (proc index 0 holds rank 0).
+//
+// Every collective has the same three steps in a proc: a local collective that
+// gives the leader the proc's part (Reduce, Gather, Barrier, or for Bcast at the
+// root's proc the whole Bcast); the leaders' step on the channel (binomial trees
+// rooted at proc index 0 or at the root's proc: each crosses the network procs-1
+// times; Allreduce and Barrier are a reduction up the tree and a broadcast down
+// it, Allgather and Gather a gather to proc index 0 and then a broadcast or one
+// message to the root's proc); and a release, where the leader publishes the
+// outcome (the error, and the result the others copy) and the proc's ranks meet
+// in a local collective after which each reads it. Every rank of a proc runs the
+// same local collectives whatever happened, so errors never leave the proc's ranks
+// out of step, and an error found by a leader travels in the messages (a fault
+// instead of data) to every leader that would otherwise wait for that message:
+// nobody hangs, and a reduction or a gather makes every proc learn of a fault
+// anywhere, while a broadcast's fault reaches the procs below it in the tree.
+
+// Fn is a reduction: inout = in op inout, element by element.
+type Fn = func(in, inout []byte)
+
+// ring is how many outcomes a communicator keeps; a leader can be at most one
+// collective ahead of the other ranks of its proc when it publishes one.
+const ring = 8
+
+// The steps of a collective on the channel: the message tags.
+const (
+	tagUp   int32 = 1 + iota // towards proc index 0 (reduction, gather)
+	tagDown                  // away from the root (broadcast)
+	tagRoot                  // proc index 0 to the root's proc
+)
+
+type kind uint8
+
+const (
+	barrier kind = iota + 1
+	bcast
+	reduce
+	allreduce
+	gather
+	allgather
+)
+
+var kindNames = [...]string{barrier: "Barrier", bcast: "Bcast", reduce: "Reduce", allreduce: "Allreduce", gather: "Gather", allgather: "Allgather"}
+
+func (k kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("collective %d", k)
+}
+
+// Comm is the collective state of one communicator whose ranks live in several
+// procs, as this proc sees it. Its methods take the calling rank's number in the
+// communicator, which must be a rank of this proc.
+type Comm struct {
+	net         *Net
+	ctx         uint32
+	n           int
+	local       *coll.Comm // this proc's ranks of the communicator, by local rank
+	procs       []int      // by proc index: the proc's number in the job
+	members     [][]int    // by proc index: its ranks, ascending; the first is its leader
+	procOf      []int      // by rank: its proc's index
+	lrank       []int      // by rank: its place among its proc's ranks
+	me          int        // our proc's index
+	consecutive bool       // every proc's ranks are consecutive: folding by proc keeps rank order
+	seqs        []atomic.Uint64
+	out         [ring]atomic.Pointer[outcome]
+}
+
+// outcome is what a leader tells its proc's ranks at the end of a collective.
+type outcome struct {
+	seq  uint64
+	err  error
+	data []byte
+}
+
+// New returns the state of the communicator of context ctx whose rank r runs in
+// proc procOf[r]; this proc (net.Self()) must hold at least one rank. The local
+// collectives belong to job j and spin as coll.New says.
+func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *Comm {
+	c := &Comm{net: net, ctx: ctx, n: len(procOf), procOf: make([]int, len(procOf)), lrank: make([]int, len(procOf)), consecutive: true}
+	index := map[int]int{}
+	for r, p := range procOf {
+		i, ok := index[p]
+		if !ok {
+			i = len(c.procs)
+			index[p] = i
+			c.procs = append(c.procs, p)
+			c.members = append(c.members, nil)
+		} else if last := c.members[i][len(c.members[i])-1]; last != r-1 {
+			c.consecutive = false
+		}
+		c.procOf[r], c.lrank[r] = i, len(c.members[i])
+		c.members[i] = append(c.members[i], r)
+	}
+	c.me = index[net.Self()]
+	mine := len(c.members[c.me])
+	c.local = coll.New(j, mine, spin)
+	c.seqs = make([]atomic.Uint64, mine)
+	return c
+}
+
+// Local returns the number of ranks in this proc.
+func (c *Comm) Local() int { return len(c.members[c.me]) }
+
+// call is one rank's collective call.
+type call struct {
+	c          *Comm
+	k          kind
+	rank, lr   int // in the communicator, and among this proc's ranks
+	root, elem int
+	seq        uint64 // the collective's number on the communicator
+	sig        uint64 // names the call to other procs: kind, root, element size
+}
+
+func (c *Comm) start(rank int, k kind, root, elem int) *call {
+	lr := c.lrank[rank]
+	seq := c.seqs[lr].Add(1) - 1
+	return &call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
+		sig: uint64(k)<<56 | uint64(elem&0xffffff)<<32 | uint64(uint32(root))}
+}
+
+func (o *call) leader() bool { return o.lr == 0 }
+
+// fault returns an error of the call about peer.
+func (o *call) fault(class errs.Class, peer int, format string, args ...any) *errs.Error {
+	return &errs.Error{Class: class, Op: o.k.String(), Rank: o.rank, Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
+}
+
+// worse returns the error a collective carries on with: an abort ends it whatever
+// else happened, else the first fault stands.
+func worse(a, b error) error {
+	if a == nil || b == coll.ErrAborted {
+		return b
+	}
+	return a
+}
+
+// fromLocal turns an error of a local collective, which counts this proc's ranks,
+// into one of the caller's call: the ranks it names are renamed as ranks of the
+// communicator (in Peer and in the detail's "rank N"), and a length mismatch of
+// a reduction is ErrCount, as in one proc, whatever local step found it.
+func (o *call) fromLocal(err error) error {
+	f, ok := err.(*errs.Error)
+	if !ok {
+		return err
+	}
+	mine := o.c.members[o.c.me]
+	g := *f
+	g.Op, g.Rank = o.k.String(), o.rank
+	if g.Peer >= 0 && g.Peer < len(mine) {
+		g.Peer = mine[g.Peer]
+	}
+	g.Detail = localRank.ReplaceAllStringFunc(g.Detail, func(s string) string {
+		if r, err := strconv.Atoi(s[len("rank "):]); err == nil && r < len(mine) {
+			return "rank " + strconv.Itoa(mine[r])
+		}
+		return s
+	})
+	if g.Class == errs.Truncate && (o.k == reduce || o.k == allreduce) {
+		g.Class = errs.Count
+	}
+	return &g
+}
+
+// localRank finds the ranks that the local collectives' errors name.
+var localRank = regexp.MustCompile(`\brank [0-9]+`)
+
+// send sends data, or the fault that err is, to the leader of proc index to. It
+// returns what the collective carries on with.
+func (o *call) send(to int, tag int32, data []byte, err error) error {
+	if err == coll.ErrAborted {
+		return err
+	}
+	m := Msg{Sig: o.sig, Data: data}
+	if f, ok := err.(*errs.Error); ok {
+		m.Fault, m.Data = uint64(f.Class), []byte(f.Detail)
+	}
+	serr := o.c.net.Send(o.c.procs[to], o.c.ctx, o.seq, tag, m)
+	if serr != nil && serr != coll.ErrAborted {
+		serr = o.fault(errs.ProcFailed, o.c.members[to][0], "sending to the leader of proc %d: %v", o.c.procs[to], serr)
+	}
+	return worse(err, serr)
+}
+
+// recv receives the message of step tag from the leader of proc index from: its
+// data, or the fault it carries or that its signature shows (the procs made
+// different calls), or coll.ErrAborted.
+func (o *call) recv(from int, tag int32) ([]byte, error) {
+	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag)
+	peer := o.c.members[from][0]
+	switch {
+	case err != nil:
+		return nil, err
+	case m.Fault != 0:
+		f := o.fault(errs.Class(m.Fault), errs.None, "%s", m.Data)
+		return nil, f
+	case m.Sig != o.sig:
+		k, elem, root := kind(m.Sig>>56), int(m.Sig>>32&0xffffff), int(int32(uint32(m.Sig)))
+		switch {
+		case k != o.k:
+			return nil, o.fault(errs.Arg, peer, "collective call %d on this communicator is %v here but %v on rank %d: every rank must call the same collectives in the same order", o.seq+1, o.k, k, peer)
+		case root != o.root:
+			return nil, o.fault(errs.Root, peer, "root %d here but root %d on rank %d", o.root, root, peer)
+		default:
+			return nil, o.fault(errs.Count, peer, "elements of %d bytes here but of %d bytes on rank %d", o.elem, elem, peer)
+		}
+	}
+	return m.Data, nil
+}
+
+// bcast is the leaders' binomial tree rooted at proc index root: a leader other
+// than the root's receives data (or a fault) from its parent, then every leader
+// sends it on to its children.
+func (o *call) bcast(root int, data []byte, err error) ([]byte, error) {
+	if err == coll.ErrAborted {
+		return nil, err
+	}
+	p, me := len(o.c.procs), o.c.me
+	rel, mask := (me-root+p)%p, 1
+	for ; mask < p; mask <<= 1 {
+		if rel&mask != 0 {
+			if data, err = o.recv((me-mask+p)%p, tagDown); err == coll.ErrAborted {
+				return nil, err
+			}
+			break
+		}
+	}
+	for mask >>= 1; mask > 0; mask >>= 1 {
+		if rel+mask < p {
+			if err = o.send((me+mask)%p, tagDown, data, err); err == coll.ErrAborted {
+				return nil, err
+			}
+		}
+	}
+	return data, err
+}
+
+// reduce is the leaders' binomial tree towards proc index 0, folding in proc
+// order: a leader whose acc holds the fold of procs [me, me+mask) takes from its
+// child the fold of [me+mask, me+2*mask) and computes acc op child. Leader 0 ends
+// with the fold of every proc's acc; the others return nil data. With a nil fn
+// (Barrier) nothing is folded.
+func (o *call) reduce(acc []byte, fn Fn, err error) ([]byte, error) {
+	if err == coll.ErrAborted {
+		return nil, err
+	}
+	p, me := len(o.c.procs), o.c.me
+	for mask := 1; mask < p; mask <<= 1 {
+		if me&mask != 0 {
+			return nil, o.send(me-mask, tagUp, acc, err)
+		}
+		if me+mask >= p {
+			continue
+		}
+		in, rerr := o.recv(me+mask, tagUp)
+		if err = worse(err, rerr); err == coll.ErrAborted {
+			return nil, err
+		}
+		if err != nil || fn == nil {
+			continue
+		}
+		if len(in) != len(acc) {
+			err = o.lengths(o.c.members[me][0], len(acc), o.c.members[me+mask][0], len(in))
+			continue
+		}
+		if err = o.combine(fn, acc, in); err == nil {
+			acc = in
+		}
+	}
+	return acc, err
+}
+
+// lengths is the fault of two ranks whose buffers differ in length (in bytes).
+func (o *call) lengths(a, la, b, lb int) *errs.Error {
+	el := max(o.elem, 1)
+	return o.fault(errs.Count, b, "rank %d has %d elements, rank %d has %d", a, la/el, b, lb/el)
+}
+
+// combine computes inout = in op inout, turning a panic of the user's function
+// into an error.
+func (o *call) combine(fn Fn, in, inout []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = o.fault(errs.Op, errs.None, "the reduction function panicked: %v", p)
+		}
+	}()
+	fn(in, inout)
+	return nil
+}
+
+// gather brings every leader's blob to proc index 0, one message from each:
+// blobs[i] is proc index i's.
+func (o *call) gather(blob []byte, err error) ([][]byte, error) {
+	c := o.c
+	if err == coll.ErrAborted {
+		return nil, err
+	}
+	if c.me != 0 {
+		return nil, o.send(0, tagUp, blob, err)
+	}
+	blobs := make([][]byte, len(c.procs))
+	blobs[0] = blob
+	for i := 1; i < len(c.procs); i++ {
+		in, rerr := o.recv(i, tagUp)
+		if err = worse(err, rerr); err == coll.ErrAborted {
+			return nil, err
+		}
+		blobs[i] = in
+	}
+	return blobs, err
+}
+
+// toRoot takes the result at proc index 0 to the leader of the root's proc.
+func (o *call) toRoot(data []byte, err error) ([]byte, error) {
+	c := o.c
+	switch ri := c.procOf[o.root]; {
+	case err == coll.ErrAborted || ri == 0:
+	case c.me == 0:
+		err = o.send(ri, tagRoot, data, err)
+	case c.me == ri:
+		data, err = o.recv(0, tagRoot)
+	}
+	return data, err
+}
+
+// release ends a collective in this proc: the leader publishes the outcome, the
+// proc's ranks meet in a local barrier, and each reads it.
+func (o *call) release(err error, data []byte) (*outcome, error) {
+	o.publish(err, data)
+	if berr := o.c.local.Barrier(o.lr); berr != nil {
+		return nil, o.fromLocal(berr)
+	}
+	return o.outcome()
+}
+
+// publish stores the leader's outcome for its proc's ranks, which read it after a
+// local collective that the leader joins after publishing. The slot is not
+// reused before they have: the leader cannot get ring collectives ahead of them,
+// since each collective has a local one that waits for every rank of the proc.
+func (o *call) publish(err error, data []byte) {
+	if o.leader() {
+		o.c.out[o.seq%ring].Store(&outcome{seq: o.seq, err: err, data: data})
+	}
+}
+
+func (o *call) outcome() (*outcome, error) {
+	out := o.c.out[o.seq%ring].Load()
+	if out == nil || out.seq != o.seq {
+		return nil, o.fault(errs.Intern, errs.None, "the outcome of collective %d was not published", o.seq+1)
+	}
+	return out, nil
+}
+
+// finish returns the calling rank's error: err, else the outcome's, the ranks in
+// it named from the caller's point of view.
+func (o *call) finish(out *outcome, err error) error {
+	if err == nil && out != nil {
+		err = out.err
+	}
+	if f, ok := err.(*errs.Error); ok && f.Rank != o.rank {
+		g := *f
+		g.Rank = o.rank
+		return &g
+	}
+	return err
+}
+
+// Barrier returns once every rank of c has called it: a local barrier, a
+// reduction of nothing to proc index 0 and a broadcast back, and the release.
+func (c *Comm) Barrier(rank int) error {
+	o := c.start(rank, barrier, 0, 0)
+	err := o.fromLocal(c.local.Barrier(o.lr))
+	if o.leader() {
+		_, err = o.reduce(nil, nil, err)
+		_, err = o.bcast(0, nil, err)
+	}
+	out, rerr := o.release(err, nil)
+	return o.finish(out, worse(err, rerr))
+}
+
+// Bcast copies the root's buf into every other rank's. In the root's proc the
+// ranks run a local Bcast from the root, then the leader sends the data down the
+// leaders' tree; in the others the leader receives it, and the proc's ranks run
+// a local Bcast from the leader. A rank whose buffer's length differs from the
+// root's gets an error, and so do the ranks of its proc; the root is not told.
+func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
+	o := c.start(rank, bcast, root, elem)
+	ri := c.procOf[root]
+	if ri == c.me {
+		err := o.fromLocal(c.local.Bcast(o.lr, buf, elem, c.lrank[root]))
+		if o.leader() {
+			_, err = o.bcast(ri, buf, err)
+		}
+		return o.finish(nil, err)
+	}
+	if o.leader() {
+		data, err := o.bcast(ri, nil, nil)
+		if err == nil {
+			if len(data) != len(buf) {
+				class := errs.Count
+				if len(data) > len(buf) {
+					class = errs.Truncate
+				}
+				err = o.fault(class, root, "the root has %d elements, rank %d has %d", len(data)/max(elem, 1), rank, len(buf)/max(elem, 1))
+			} else {
+				copy(buf, data)
+			}
+		}
+		o.publish(err, nil)
+	}
+	lerr := o.fromLocal(c.local.Bcast(o.lr, buf, elem, 0))
+	if lerr != nil {
+		return o.finish(nil, lerr)
+	}
+	return o.finish(o.outcome())
+}
+
+// Reduce combines the ranks' send buffers in rank order into the root's recv, as
+// coll.Comm.Reduce does. When every proc's ranks are consecutive, or the op is
+// commutative, each proc folds its own ranks' contributions locally and the
+// leaders fold the procs' partial results in proc order up a binomial tree;
+// otherwise every proc's contributions go to proc index 0, which folds them all
+// in rank order.
+func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool, root int) error {
+	return c.reduce(reduce, rank, root, send, recv, elem, fn, commutative)
+}
+
+// Allreduce is Reduce with the result in every rank's recv: the leaders broadcast
+// it from proc index 0.
+func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool) error {
+	return c.reduce(allreduce, rank, 0, send, recv, elem, fn, commutative)
+}
+
+func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn, commutative bool) error {
+	o := c.start(rank, k, root, elem)
+	var total []byte
+	var err error
+	if c.consecutive || commutative {
+		var acc []byte
+		if o.leader() {
+			acc = make([]byte, len(send))
+		}
+		err = o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0))
+		if o.leader() && err != coll.ErrAborted {
+			total, err = o.reduce(acc, fn, err)
+		}
+	} else {
+		blobs, gerr := o.collect(send, elem)
+		err = gerr
+		if o.leader() && c.me == 0 && err == nil {
+			total, err = o.fold(blobs, len(send), fn)
+		}
+	}
+	if o.leader() {
+		if k == allreduce {
+			total, err = o.bcast(0, total, err)
+		} else {
+			total, err = o.toRoot(total, err)
+		}
+	}
+	out, rerr := o.release(err, total)
+	if err = worse(err, rerr); err == nil && out.err == nil && (k == allreduce || rank == root) {
+		copy(recv, out.data)
+	}
+	return o.finish(out, err)
+}
+
+// collect gathers the ranks' sends to the leader of each proc (a local Gather),
+// then the procs' to proc index 0, whose leader returns them by proc index.
+func (o *call) collect(send []byte, elem int) ([][]byte, error) {
+	var blob []byte
+	if o.leader() {
+		blob = make([]byte, len(o.c.members[o.c.me])*len(send))
+	}
+	err := o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0))
+	if !o.leader() || err == coll.ErrAborted {
+		return nil, err
+	}
+	return o.gather(blob, err)
+}
+
+// blocks checks that proc index i's blob holds a block of m bytes for each of its
+// ranks, and returns rank r's block.
+func (o *call) blocks(blobs [][]byte, m int) (func(r int) []byte, error) {
+	for i, b := range blobs {
+		if want := len(o.c.members[i]) * m; len(b) != want {
+			lead := o.c.members[i][0]
+			return nil, o.lengths(o.rank, m, lead, len(b)/max(len(o.c.members[i]), 1))
+		}
+	}
+	return func(r int) []byte {
+		j := o.c.lrank[r]
+		return blobs[o.c.procOf[r]][j*m : (j+1)*m]
+	}, nil
+}
+
+// fold combines every rank's contribution (m bytes each), in rank order.
+func (o *call) fold(blobs [][]byte, m int, fn Fn) ([]byte, error) {
+	at, err := o.blocks(blobs, m)
+	if err != nil {
+		return nil, err
+	}
+	acc := slices.Clone(at(o.c.n - 1))
+	for r := o.c.n - 2; r >= 0; r-- {
+		if err := o.combine(fn, at(r), acc); err != nil {
+			return nil, err
+		}
+	}
+	return acc, nil
+}
+
+// assemble puts every rank's block (m bytes) in rank order.
+func (o *call) assemble(blobs [][]byte, m int) ([]byte, error) {
+	at, err := o.blocks(blobs, m)
+	if err != nil {
+		return nil, err
+	}
+	full := make([]byte, 0, o.c.n*m)
+	for r := range o.c.n {
+		full = append(full, at(r)...)
+	}
+	return full, nil
+}
+
+// Gather puts every rank's send, in rank order, into the root's recv (blocks of
+// len(send) bytes, which must be the same on every rank): a local Gather in each
+// proc, the procs' blocks to proc index 0, and the whole to the root's proc.
+func (c *Comm) Gather(rank int, send, recv []byte, elem, root int) error {
+	return c.gather(gather, rank, root, send, recv, elem)
+}
+
+// Allgather is Gather with the result in every rank's recv: the leaders broadcast
+// it from proc index 0.
+func (c *Comm) Allgather(rank int, send, recv []byte, elem int) error {
+	return c.gather(allgather, rank, 0, send, recv, elem)
+}
+
+func (c *Comm) gather(k kind, rank, root int, send, recv []byte, elem int) error {
+	o := c.start(rank, k, root, elem)
+	blobs, err := o.collect(send, elem)
+	var full []byte
+	if o.leader() {
+		if c.me == 0 && err == nil {
+			full, err = o.assemble(blobs, len(send))
+		}
+		if k == allgather {
+			full, err = o.bcast(0, full, err)
+		} else {
+			full, err = o.toRoot(full, err)
+		}
+		if got := len(full); err == nil && (k == allgather || c.procOf[root] == c.me) && got != c.n*len(send) {
+			err = o.lengths(o.rank, len(send), 0, got/c.n)
+		}
+	}
+	out, rerr := o.release(err, full)
+	if err = worse(err, rerr); err == nil && out.err == nil && (k == allgather || rank == root) {
+		copy(recv, out.data)
+	}
+	return o.finish(out, err)
+}

@@ -1,0 +1,258 @@
+package xcoll
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/netd"
+	"github.com/weft-mpi/weft/internal/netd/wire"
+)
+
+// loop is a Sender that hands every message straight to the destination's Net,
+// as the receive daemon of proc from's connection would.
+type loop struct {
+	from int
+	nets []*Net
+}
+
+func (l loop) Send(proc int, ch netd.Channel, h *wire.Header, payload []byte) error {
+	if ch != netd.ChannelColl {
+		return fmt.Errorf("sent on %v", ch)
+	}
+	hh := *h
+	hh.Frag = uint32(len(payload))
+	return l.nets[proc].deliver(l.from, &hh, func(b []byte) error { copy(b, payload); return nil })
+}
+
+// mesh returns the Nets of procs procs that reach each other through loop.
+func mesh(procs int, aborted <-chan struct{}) []*Net {
+	nets := make([]*Net, procs)
+	for p := range nets {
+		nets[p] = NewNet(p, aborted, nil)
+	}
+	for p, n := range nets {
+		n.Connect(loop{from: p, nets: nets})
+	}
+	return nets
+}
+
+func TestNetEarlyAndLate(t *testing.T) {
+	nets := mesh(2, make(chan struct{}))
+	big := bytes.Repeat([]byte("weft"), fragBytes/2+3) // three fragments
+	// Early: sent before anybody asks.
+	if err := nets[0].Send(1, 7, 3, tagUp, Msg{Sig: 9, Data: big}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nets[0].Send(1, 7, 3, tagDown, Msg{Sig: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if got := nets[1].pending(); got != 2 {
+		t.Fatalf("%d messages kept, want 2", got)
+	}
+	for _, tag := range []int32{tagDown, tagUp} { // taken in another order than sent
+		m, err := nets[1].Recv(0, 7, 3, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int32][]byte{tagUp: big, tagDown: {}}[tag]; m.Sig != 9 || !bytes.Equal(m.Data, want) {
+			t.Fatalf("step %d: sig %d, %d bytes; want sig 9, %d bytes", tag, m.Sig, len(m.Data), len(want))
+		}
+	}
+	// Late: asked before it is sent.
+	got := make(chan Msg)
+	go func() {
+		m, err := nets[0].Recv(1, 7, 4, tagRoot)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := nets[1].Send(0, 7, 4, tagRoot, Msg{Fault: uint64(errs.Count), Data: []byte("why")}); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-got; m.Fault != uint64(errs.Count) || string(m.Data) != "why" {
+		t.Fatalf("late message: %+v", m)
+	}
+	if nets[0].pending()+nets[1].pending() != 0 {
+		t.Fatal("messages left behind")
+	}
+}
+
+func TestNetRefuses(t *testing.T) {
+	n := NewNet(0, make(chan struct{}), nil)
+	read := func([]byte) error { return nil }
+	for name, h := range map[string]wire.Header{
+		"kind":  {Kind: wire.Eager, Len: 1, Frag: 1, SendReq: 1},
+		"order": {Kind: wire.Coll, Len: 10, Frag: 5, Offset: 5},
+		"huge":  {Kind: wire.Coll, Len: maxMsg + 1, Frag: 1},
+	} {
+		if err := n.deliver(1, &h, read); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	h := wire.Header{Kind: wire.Coll, Context: 1, Seq: 2, Tag: 3}
+	if err := n.deliver(1, &h, read); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.deliver(1, &h, read); err == nil {
+		t.Error("a second message of the same name was accepted")
+	}
+}
+
+func TestNetEnds(t *testing.T) {
+	aborted := make(chan struct{})
+	lost := 0
+	n := NewNet(0, aborted, func(p int) { lost = p })
+	done := make(chan error)
+	go func() { _, err := n.Recv(1, 1, 1, tagUp); done <- err }()
+	n.Lost(2, errors.New("gone"))
+	if err := <-done; err != coll.ErrAborted || lost != 2 {
+		t.Fatalf("Recv after Lost: %v (lost %d), want coll.ErrAborted (2)", err, lost)
+	}
+	n = NewNet(0, aborted, nil)
+	go func() { _, err := n.Recv(1, 1, 1, tagUp); done <- err }()
+	close(aborted)
+	if err := <-done; err != coll.ErrAborted {
+		t.Fatalf("Recv after abort: %v, want coll.ErrAborted", err)
+	}
+}
+
+// run runs fn as every rank of a communicator whose rank r lives in proc
+// procOf[r], the procs joined by loop, and returns the ranks' errors.
+func run(t *testing.T, procOf []int, fn func(c *Comm, rank int) error) []error {
+	t.Helper()
+	procs := slices.Max(procOf) + 1
+	nets := mesh(procs, make(chan struct{}))
+	comms := make([]*Comm, procs)
+	for p := range comms {
+		comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
+	}
+	results := make([]error, len(procOf))
+	var wg sync.WaitGroup
+	for r, p := range procOf {
+		wg.Go(func() { results[r] = fn(comms[p], r) })
+	}
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a collective hangs")
+	}
+	for p, n := range nets {
+		if k := n.pending(); k != 0 {
+			t.Errorf("proc %d: %d messages left behind", p, k)
+		}
+	}
+	return results
+}
+
+// layouts place ranks in procs: one each, consecutive blocks, uneven blocks,
+// and interleaved (not consecutive).
+var layouts = [][]int{{0, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 1, 1}, {0, 0, 1, 1, 2, 2, 3}, {0, 1, 2, 0, 1, 2, 0}, {2, 0, 1, 0}}
+
+// firstFn is a non-commutative reduction on elements of two bytes: the first
+// byte keeps the leftmost operand's (in op inout = in), so the result is rank 0's
+// only if the rank order is kept; the second counts the operands.
+func firstFn(in, inout []byte) {
+	for i := 0; i+1 < len(in); i += 2 {
+		inout[i], inout[i+1] = in[i], in[i+1]+inout[i+1]
+	}
+}
+
+func TestCollectives(t *testing.T) {
+	for _, procOf := range layouts {
+		n := len(procOf)
+		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+			results := run(t, procOf, func(c *Comm, r int) error {
+				if err := c.Barrier(r); err != nil {
+					return err
+				}
+				for root := range n {
+					buf := make([]byte, 3)
+					if r == root {
+						buf = []byte{byte(root), 1, 2}
+					}
+					if err := c.Bcast(r, buf, 1, root); err != nil {
+						return err
+					}
+					if !bytes.Equal(buf, []byte{byte(root), 1, 2}) {
+						return fmt.Errorf("Bcast from %d: %v", root, buf)
+					}
+					for _, commutative := range []bool{false, true} {
+						got := make([]byte, 2)
+						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
+							return err
+						}
+						if r == root && !commutative && !bytes.Equal(got, []byte{0, byte(n)}) {
+							return fmt.Errorf("Reduce to %d: %v, want [0 %d]", root, got, n)
+						}
+						if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
+							return err
+						}
+						if got[1] != byte(n) || (!commutative && got[0] != 0) {
+							return fmt.Errorf("Allreduce: %v, want [0 %d]", got, n)
+						}
+					}
+					all := make([]byte, 2*n)
+					if err := c.Gather(r, []byte{byte(r), 9}, all, 1, root); err != nil {
+						return err
+					}
+					if r == root && (all[0] != 0 || all[2*n-2] != byte(n-1)) {
+						return fmt.Errorf("Gather to %d: %v", root, all)
+					}
+					if err := c.Allgather(r, []byte{byte(r), 9}, all, 1); err != nil {
+						return err
+					}
+					for j := range n {
+						if all[2*j] != byte(j) || all[2*j+1] != 9 {
+							return fmt.Errorf("Allgather: %v", all)
+						}
+					}
+				}
+				return nil
+			})
+			for r, err := range results {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	for _, procOf := range layouts {
+		n := len(procOf)
+		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+			results := run(t, procOf, func(c *Comm, r int) error {
+				size := 4
+				if r == n-1 {
+					size = 6
+				}
+				err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
+				var e *errs.Error
+				if !errors.As(err, &e) || e.Class != errs.Count || e.Rank != r {
+					return fmt.Errorf("Allreduce with rank %d's length differing: %v, want a Count error of rank %d", n-1, err, r)
+				}
+				if r == 0 {
+					t.Log(err)
+				}
+				return c.Barrier(r) // the communicator still works
+			})
+			for r, err := range results {
+				if err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
