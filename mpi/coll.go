@@ -22,13 +22,16 @@ import (
 // different collectives) are found inside the collective: the ranks involved return
 // an error and nobody hangs.
 //
-// Across procs (a communicator with ranks in several procs) Barrier, Bcast,
-// Reduce, Allreduce, Gather and Allgather run on two levels (internal/xcoll): the
-// ranks of each proc meet on shared memory, one leader per proc talks to the
-// others on the collective channel. There a disagreement found in one proc is
-// reported to the ranks of the procs that depend on it (for Bcast, the procs below
-// it in the broadcast; for the others, every proc), not always to every rank.
-// The other collectives return ErrUnsupported across procs.
+// Across procs (a communicator with ranks in several procs) every collective runs
+// on two levels (internal/xcoll): the ranks of each proc meet on shared memory,
+// one leader per proc talks to the others on the collective channel. There a
+// disagreement found in one proc is reported to the ranks of the procs that
+// depend on it (for Bcast, the procs below it in the broadcast; for Gather(v),
+// the root's proc; for Scatter(v), the proc of the rank whose buffer is too short;
+// for the others, every proc that receives from it), not always to every rank.
+// Ranks that call different collectives, or name different roots or element
+// sizes, get an error when their procs exchange a message or share a leader; ranks
+// of different procs naming roots in different procs may not (docs/architecture.md).
 //
 // In place: pass a nil send slice (or the receive slice itself) to Reduce at the
 // root or to Allreduce; the receive buffer then holds the rank's contribution and
@@ -112,14 +115,6 @@ func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
 
 // checkColl checks c for a collective.
 func (c *Comm) checkColl(op string) error { return c.check(op) }
-
-// inProc refuses a collective not built yet for communicators that span procs.
-func (c *Comm) inProc(op string) error {
-	if c.core.spans {
-		return errs.New(errs.Unsupported, op, c.rank, "this communicator has ranks in other procs; %s across procs is not built yet", op)
-	}
-	return nil
-}
 
 // checkRoot validates c and root.
 func (c *Comm) checkRoot(op string, root int) error {

@@ -64,9 +64,6 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
-	if err := c.inProc(name); err != nil {
-		return err
-	}
 	n, el := c.Size(), sizeOf[T]()
 	p := coll.Part{Recv: bytesOf(recv)}
 	if c.rank == root {
@@ -84,7 +81,7 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 			return overlapError(c, name)
 		}
 	}
-	return c.collective(c.core.coll.Scatter(c.rank, p, el, root), name)
+	return c.collective(c.parts().Scatter(c.rank, p, el, root), name)
 }
 
 // Allgather is Gather with the result in every rank's recv, which must hold at least
@@ -120,9 +117,6 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	if err := c.inProc(name); err != nil {
-		return err
-	}
 	n, el := c.Size(), sizeOf[T]()
 	if send == nil {
 		if len(recv)%n != 0 {
@@ -140,7 +134,7 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 	if overlaps(p.Send, p.Recv) {
 		return overlapError(c, name)
 	}
-	return c.collective(c.core.coll.Alltoall(c.rank, p, el), name)
+	return c.collective(c.parts().Alltoall(c.rank, p, el), name)
 }
 
 // Scan puts into recv on rank r the inclusive prefix reduction send0 op send1 op ...
@@ -162,9 +156,6 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	if err := c.inProc(name); err != nil {
-		return err
-	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
 	if err != nil {
 		return err
@@ -178,9 +169,9 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 	}
 	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv)}
 	if name == "Scan" {
-		return c.collective(c.core.coll.Scan(c.rank, p, sizeOf[T](), fn), name)
+		return c.collective(c.parts().Scan(c.rank, p, sizeOf[T](), fn), name)
 	}
-	return c.collective(c.core.coll.Exscan(c.rank, p, sizeOf[T](), fn), name)
+	return c.collective(c.parts().Exscan(c.rank, p, sizeOf[T](), fn), name)
 }
 
 // ReduceScatterBlock reduces the ranks' sends element by element with op, in rank
@@ -191,9 +182,6 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
 	const name = "ReduceScatterBlock"
 	if err := c.checkColl(name); err != nil {
-		return err
-	}
-	if err := c.inProc(name); err != nil {
 		return err
 	}
 	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
@@ -215,7 +203,29 @@ func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
 	if overlaps(p.Send, p.Recv[:m*el]) {
 		return overlapError(c, name)
 	}
-	return c.collective(c.core.coll.ReduceScatterBlock(c.rank, p, el, fn), name)
+	return c.collective(c.parts().ReduceScatterBlock(c.rank, p, el, fn), name)
+}
+
+// partColl is what the collectives of this file run on, with the same methods
+// in one proc (internal/coll) and across procs (internal/xcoll).
+type partColl interface {
+	Scatter(rank int, p coll.Part, elem, root int) error
+	Gatherv(rank int, p coll.Part, elem, root int) error
+	Scatterv(rank int, p coll.Part, elem, root int) error
+	Allgatherv(rank int, p coll.Part, elem int) error
+	Alltoall(rank int, p coll.Part, elem int) error
+	Alltoallv(rank int, p coll.Part, elem int) error
+	Scan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
+	Exscan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
+	ReduceScatterBlock(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
+}
+
+// parts returns c's collectives of this file: across procs when c spans them.
+func (c *Comm) parts() partColl {
+	if c.core.spans {
+		return c.core.across()
+	}
+	return c.core.coll
 }
 
 // blockOf returns the block length m of a gathering rank: len(send), recv holding at
@@ -262,9 +272,6 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
-	if err := c.inProc(name); err != nil {
-		return err
-	}
 	el := sizeOf[T]()
 	p := coll.Part{Send: bytesOf(send)}
 	if c.rank == root {
@@ -279,7 +286,7 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 			return overlapError(c, name)
 		}
 	}
-	return c.collective(c.core.coll.Gatherv(c.rank, p, el, root), name)
+	return c.collective(c.parts().Gatherv(c.rank, p, el, root), name)
 }
 
 // Scatterv is Scatter with blocks of their own sizes and places: the root sends
@@ -292,9 +299,6 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
 	const name = "Scatterv"
 	if err := c.checkRoot(name, root); err != nil {
-		return err
-	}
-	if err := c.inProc(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()
@@ -314,7 +318,7 @@ func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root in
 			return overlapError(c, name)
 		}
 	}
-	return c.collective(c.core.coll.Scatterv(c.rank, p, el, root), name)
+	return c.collective(c.parts().Scatterv(c.rank, p, el, root), name)
 }
 
 // Allgatherv is Gatherv with the result in every rank's recv: rank j's send lands in
@@ -328,9 +332,6 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	if err := c.inProc(name); err != nil {
-		return err
-	}
 	el := sizeOf[T]()
 	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 	if err != nil {
@@ -342,7 +343,7 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 	} else if overlaps(p.Send, p.Recv) {
 		return overlapError(c, name)
 	}
-	return c.collective(c.core.coll.Allgatherv(c.rank, p, el), name)
+	return c.collective(c.parts().Allgatherv(c.rank, p, el), name)
 }
 
 // Alltoallv is Alltoall with blocks of their own sizes and places: the rank sends
@@ -357,9 +358,6 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	const name = "Alltoallv"
 	if err := c.checkColl(name); err != nil {
-		return err
-	}
-	if err := c.inProc(name); err != nil {
 		return err
 	}
 	el := sizeOf[T]()
@@ -380,7 +378,7 @@ func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T
 			return overlapError(c, name)
 		}
 	}
-	return c.collective(c.core.coll.Alltoallv(c.rank, p, el), name)
+	return c.collective(c.parts().Alltoallv(c.rank, p, el), name)
 }
 
 // blocksOf checks the counts and displacements (in elements) of the blocks of a

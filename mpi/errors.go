@@ -30,5 +30,4 @@ const (
 	ErrRoot        = errs.Root        // a collective's root out of range, or different on different ranks
 	ErrOp          = errs.Op          // a reduction operation not defined on the element type
 	ErrGroup       = errs.Group       // a nil group, or one that is not a subgroup of the communicator's
-	ErrUnsupported = errs.Unsupported // an operation this build cannot do yet (collectives across procs)
 )

@@ -45,6 +45,11 @@ func collSuite(c *mpi.Comm) error {
 		{"bcast", checkBcast},
 		{"reduce", checkReduce},
 		{"allgather", checkAllgather},
+		{"scatter", checkScatter},
+		{"gatherv", checkGatherv},
+		{"alltoall", checkAlltoall},
+		{"scan", checkScan},
+		{"errors", checkCollErrors},
 		{"mismatch", checkMismatch},
 		{"dup", checkDup},
 		{"split", checkSplit},
@@ -386,3 +391,366 @@ func TestMultiProcColl(t *testing.T) {
 // TestWeftRunCollDeath: a proc that dies while the others wait in a collective
 // across procs ends the job; nobody waits for it.
 func TestWeftRunCollDeath(t *testing.T) { weftRunDeath(t, "colldie") }
+
+// value is element i of the block rank from sends to rank to, for the checks of
+// the data-moving collectives: every block's content shows where it came from.
+func value(from, to, i int) int32 { return int32(from*1_000_003 + to*7919 + i) }
+
+// unevenCount is the uneven count of rank j's block in the v-form checks: some
+// are zero, the others differ from one another.
+func unevenCount(j, size int) int {
+	if j%3 == 1 {
+		return 0
+	}
+	return size + j
+}
+
+// unevenBlocks returns the counts and the displacements of n uneven blocks laid
+// out in reverse rank order with a gap of one element after each (a rank's shift
+// moves them all), and the length of the buffer that holds them.
+func unevenBlocks(n, size, shift int) (counts, displs []int, length int) {
+	counts, displs = make([]int, n), make([]int, n)
+	length = shift
+	for j := n - 1; j >= 0; j-- {
+		counts[j], displs[j] = unevenCount(j, size), length
+		length += counts[j] + 1
+	}
+	return counts, displs, length
+}
+
+// filled returns a buffer of length elements set to -1, to show the elements a
+// collective must leave alone.
+func filled(length int) []int32 {
+	b := make([]int32, length)
+	for i := range b {
+		b[i] = -1
+	}
+	return b
+}
+
+// checkBlocks compares the blocks of got (counts, displs) with what rank from(j)
+// sent rank to, and checks that the rest of got is still -1.
+func checkBlocks(what string, got []int32, counts, displs []int, from func(j int) int, to int) error {
+	inside := make([]bool, len(got))
+	for j := range counts {
+		for i := range counts[j] {
+			inside[displs[j]+i] = true
+			if v, want := got[displs[j]+i], value(from(j), to, i); v != want {
+				return fmt.Errorf("%s: block %d element %d is %d, want %d", what, j, i, v, want)
+			}
+		}
+	}
+	for i, in := range inside {
+		if !in && got[i] != -1 {
+			return fmt.Errorf("%s: element %d outside the blocks was written (%d)", what, i, got[i])
+		}
+	}
+	return nil
+}
+
+// sentBlock returns count elements of the block from sends to.
+func sentBlock(from, to, count int) []int32 {
+	b := make([]int32, count)
+	for i := range b {
+		b[i] = value(from, to, i)
+	}
+	return b
+}
+
+// checkScatter: Scatter and Scatterv from a root that is not a leader (and, for
+// the small sizes, from rank 1), in place too, with uneven and zero counts.
+func checkScatter(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	for _, size := range []int{0, 1, 1000, 1 << 16} {
+		roots := []int{n - 1}
+		if size <= 1000 {
+			roots = append(roots, 1%n)
+		}
+		for _, root := range roots {
+			var send []int32
+			if me == root {
+				for j := range n {
+					send = append(send, sentBlock(root, j, size)...)
+				}
+			}
+			recv := filled(size + 1)
+			if err := mpi.Scatter(c, send, recv, root); err != nil {
+				return err
+			}
+			if err := checkBlocks(fmt.Sprintf("Scatter of %d from %d", size, root), recv, []int{size}, []int{0}, func(int) int { return root }, me); err != nil {
+				return err
+			}
+			if me == root { // in place: the root's block stays in send
+				recv = nil
+			} else {
+				recv = filled(size)
+			}
+			if err := mpi.Scatter(c, send, recv, root); err != nil {
+				return err
+			}
+			if me != root && !slices.Equal(recv, sentBlock(root, me, size)) {
+				return fmt.Errorf("Scatter in place of %d from %d: wrong block", size, root)
+			}
+			counts, displs, length := unevenBlocks(n, size, 2)
+			send = nil
+			if me == root {
+				send = filled(length)
+				for j := range n {
+					copy(send[displs[j]:], sentBlock(root, j, counts[j]))
+				}
+			}
+			recv = filled(unevenCount(me, size) + 2)
+			if err := mpi.Scatterv(c, send, counts, displs, recv, root); err != nil {
+				return err
+			}
+			if err := checkBlocks(fmt.Sprintf("Scatterv of %d from %d", size, root), recv, []int{unevenCount(me, size)}, []int{0}, func(int) int { return root }, me); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkGatherv: Gatherv to a root that is not a leader and Allgatherv (each rank
+// placing the blocks elsewhere; in place too), with uneven and zero counts.
+func checkGatherv(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	for _, size := range []int{0, 1, 1000, 1 << 16} {
+		mine := sentBlock(me, 0, unevenCount(me, size))
+		from := func(j int) int { return j }
+		root := n - 1
+		counts, displs, length := unevenBlocks(n, size, 1)
+		var recv []int32
+		if me == root {
+			recv = filled(length)
+		}
+		if err := mpi.Gatherv(c, mine, recv, counts, displs, root); err != nil {
+			return err
+		}
+		if me == root {
+			if err := checkBlocks(fmt.Sprintf("Gatherv of %d to %d", size, root), recv, counts, displs, from, 0); err != nil {
+				return err
+			}
+		}
+		counts, displs, length = unevenBlocks(n, size, me)
+		recv = filled(length)
+		if err := mpi.Allgatherv(c, mine, recv, counts, displs); err != nil {
+			return err
+		}
+		if err := checkBlocks(fmt.Sprintf("Allgatherv of %d", size), recv, counts, displs, from, 0); err != nil {
+			return err
+		}
+		for i := range recv {
+			recv[i] = -1
+		}
+		copy(recv[displs[me]:], mine)
+		if err := mpi.Allgatherv(c, nil, recv, counts, displs); err != nil {
+			return err
+		}
+		if err := checkBlocks(fmt.Sprintf("Allgatherv in place of %d", size), recv, counts, displs, from, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAlltoall: Alltoall (in place too) and Alltoallv with counts that differ
+// for every pair of ranks, some zero.
+func checkAlltoall(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	from := func(j int) int { return j }
+	for _, size := range []int{0, 1, 1000, 1 << 14} {
+		send := make([]int32, 0, n*size) // not nil, which would mean in place
+		for j := range n {
+			send = append(send, sentBlock(me, j, size)...)
+		}
+		recv := filled(n*size + 1)
+		if err := mpi.Alltoall(c, send, recv); err != nil {
+			return err
+		}
+		counts, displs := make([]int, n), make([]int, n)
+		for j := range n {
+			counts[j], displs[j] = size, j*size
+		}
+		what := fmt.Sprintf("Alltoall of %d", size)
+		if err := checkBlocks(what, recv, counts, displs, from, me); err != nil {
+			return err
+		}
+		recv = slices.Clone(send) // in place
+		if err := mpi.Alltoall(c, nil, recv); err != nil {
+			return err
+		}
+		if err := checkBlocks(what+" in place", recv, counts, displs, from, me); err != nil {
+			return err
+		}
+		// Rank i sends rank j (i+2j)%4 * size/4 elements, placed in reverse order.
+		pair := func(i, j int) int { return (i + 2*j) % 4 * (size/4 + 1) }
+		sendCounts, sendDispls, recvCounts, recvDispls := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+		sl, rl := 0, 0
+		for j := n - 1; j >= 0; j-- {
+			sendCounts[j], sendDispls[j] = pair(me, j), sl
+			recvCounts[j], recvDispls[j] = pair(j, me), rl
+			sl, rl = sl+sendCounts[j], rl+recvCounts[j]+1
+		}
+		send = make([]int32, sl)
+		for j := range n {
+			copy(send[sendDispls[j]:], sentBlock(me, j, sendCounts[j]))
+		}
+		recv = filled(rl)
+		if err := mpi.Alltoallv(c, send, sendCounts, sendDispls, recv, recvCounts, recvDispls); err != nil {
+			return err
+		}
+		if err := checkBlocks(fmt.Sprintf("Alltoallv of %d", size), recv, recvCounts, recvDispls, from, me); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkScan: Scan, Exscan and ReduceScatterBlock with the non-commutative affine
+// op, against the fold in rank order, and with Sum in place.
+func checkScan(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	fold := func(lo, hi, size int) []int64 { // contribution(lo) ∘ ... ∘ contribution(hi)
+		want := contribution(hi, size)
+		for r := hi - 1; r >= lo; r-- {
+			compose(contribution(r, size), want)
+		}
+		return want
+	}
+	for _, size := range []int{0, 1, 1000, 1 << 15} {
+		got := make([]int64, 2*size)
+		if err := mpi.Scan(c, contribution(me, size), got, affine); err != nil {
+			return err
+		}
+		if !slices.Equal(got, fold(0, me, size)) {
+			return fmt.Errorf("Scan(affine) of %d pairs: wrong result", size)
+		}
+		got = slices.Repeat([]int64{-1}, 2*size)
+		if err := mpi.Exscan(c, contribution(me, size), got, affine); err != nil {
+			return err
+		}
+		if want := slices.Repeat([]int64{-1}, 2*size); me > 0 {
+			want = fold(0, me-1, size)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("Exscan(affine) of %d pairs: wrong result", size)
+			}
+		} else if !slices.Equal(got, want) {
+			return fmt.Errorf("Exscan(affine) of %d pairs wrote rank 0's buffer", size)
+		}
+		// Block b of rank r is contribution(r+b): rank me gets the fold of
+		// contribution(me), ..., contribution(me+n-1).
+		send := make([]int64, 0, 2*n*size)
+		for b := range n {
+			send = append(send, contribution(me+b, size)...)
+		}
+		got = make([]int64, 2*size)
+		if err := mpi.ReduceScatterBlock(c, send, got, affine); err != nil {
+			return err
+		}
+		if size > 0 && !slices.Equal(got, fold(me, me+n-1, size)) {
+			return fmt.Errorf("ReduceScatterBlock(affine) of %d pairs: wrong result", size)
+		}
+		sum := make([]int32, size)
+		for i := range sum {
+			sum[i] = int32(me + i)
+		}
+		if err := mpi.Scan(c, nil, sum, mpi.Sum); err != nil {
+			return err
+		}
+		for i, v := range sum {
+			if v != int32(me*(me+1)/2+(me+1)*i) {
+				return fmt.Errorf("Scan(Sum) in place of %d: element %d is %d", size, i, v)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCollErrors: arguments that every rank finds wrong before taking part, with
+// the errors of one proc, and disagreements between ranks found inside the
+// collectives across procs: errors, not hangs, and the communicator goes on
+// working after them.
+func checkCollErrors(c *mpi.Comm) error {
+	me, n := c.Rank(), c.Size()
+	want := func(what string, err, class error) error {
+		if !errors.Is(err, class) {
+			return fmt.Errorf("%s: %v, want %v", what, err, class)
+		}
+		var e *mpi.Error
+		if !errors.As(err, &e) || e.Rank != me {
+			return fmt.Errorf("%s: %v is not an *mpi.Error of rank %d", what, err, me)
+		}
+		return nil
+	}
+	ones, at := make([]int, n), make([]int, n)
+	for j := range n {
+		ones[j], at[j] = 1, j
+	}
+	if err := want("Allgatherv with too few counts", mpi.Allgatherv(c, []int32{1}, make([]int32, n), ones[1:], at), mpi.ErrArg); err != nil {
+		return err
+	}
+	neg := slices.Clone(ones)
+	neg[n-1] = -1
+	if err := want("Alltoallv with a negative count", mpi.Alltoallv(c, make([]int32, n), neg, at, make([]int32, n), ones, at), mpi.ErrCount); err != nil {
+		return err
+	}
+	if err := want("Allgatherv with overlapping blocks", mpi.Allgatherv(c, []int32{1}, make([]int32, n), ones, make([]int, n)), mpi.ErrBuffer); n > 1 && err != nil {
+		return err
+	}
+	// The last rank's blocks and vectors are longer.
+	m := 2
+	if me == n-1 {
+		m = 3
+	}
+	if err := want("Alltoall with the last rank's blocks longer", mpi.Alltoall(c, make([]int32, m*n), make([]int32, m*n)), mpi.ErrCount); err != nil {
+		return err
+	}
+	if err := want("Scan with the last rank's vector longer", mpi.Scan(c, make([]int32, m), make([]int32, m), mpi.Sum), mpi.ErrCount); err != nil {
+		return err
+	}
+	if err := want("ReduceScatterBlock with the last rank's blocks longer", mpi.ReduceScatterBlock(c, make([]int32, m*n), make([]int32, m), mpi.Sum), mpi.ErrCount); err != nil {
+		return err
+	}
+	// Gatherv to a root that is not a leader: its proc's ranks learn that the
+	// last rank sends too much; the others may not.
+	root := max(n-2, 0)
+	two := slices.Repeat([]int{2}, n)
+	twos := make([]int, n)
+	for j := range n {
+		twos[j] = 2 * j
+	}
+	var recv []int32
+	if me == root {
+		recv = make([]int32, 2*n)
+	}
+	err := mpi.Gatherv(c, make([]int32, m), recv, two, twos, root)
+	if me == root {
+		if err := want("Gatherv from a rank sending too much", err, mpi.ErrTruncate); err != nil {
+			return err
+		}
+	} else if err != nil && !errors.Is(err, mpi.ErrTruncate) {
+		return fmt.Errorf("Gatherv from a rank sending too much: %v", err)
+	}
+	// The ranks of rank 0's proc call Barrier, the others Alltoall: every rank
+	// gets an error.
+	t, err := c.SplitType(mpi.SplitProc, 0)
+	if err != nil {
+		return err
+	}
+	low := []int32{int32(me)}
+	if err := mpi.Allreduce(t, nil, low, mpi.Min); err != nil {
+		return err
+	}
+	if t.Size() < n { // the communicator spans procs
+		if low[0] == 0 {
+			err = c.Barrier()
+		} else {
+			err = mpi.Alltoall(c, make([]int32, n), make([]int32, n))
+		}
+		if err := want("Barrier against Alltoall", err, mpi.ErrArg); err != nil {
+			return err
+		}
+	}
+	return c.Barrier()
+}

@@ -132,6 +132,29 @@ const (
 	allreduce
 )
 
+// Kind names a collective, for internal/xcoll: its calls across procs name
+// collectives as this package does (in their messages' signatures and errors).
+type Kind = kind
+
+// The collectives, for internal/xcoll.
+const (
+	KindBarrier            = barrier
+	KindBcast              = bcast
+	KindReduce             = reduce
+	KindAllreduce          = allreduce
+	KindGather             = gather
+	KindGatherv            = gatherv
+	KindScatter            = scatter
+	KindScatterv           = scatterv
+	KindAllgather          = allgather
+	KindAllgatherv         = allgatherv
+	KindAlltoall           = alltoall
+	KindAlltoallv          = alltoallv
+	KindScan               = scan
+	KindExscan             = exscan
+	KindReduceScatterBlock = reduceScatterBlock
+)
+
 func (k kind) String() string {
 	switch k {
 	case barrier:

@@ -336,3 +336,21 @@ func move(dst, src []byte) {
 	}
 	copy(dst, src)
 }
+
+// SendBlockOf, RecvBlockOf, SendCountOf and RecvCountOf give internal/xcoll, whose
+// leaders copy between the ranks of their proc and the network, the blocks of a
+// part as this file's collectives see them.
+func (p *Part) SendBlockOf(j int) []byte { return p.sendBlock(j) }
+
+// RecvBlockOf returns block j of Recv; see SendBlockOf.
+func (p *Part) RecvBlockOf(j int) []byte { return p.recvBlock(j) }
+
+// SendCountOf returns the length in bytes of block j of Send; see SendBlockOf.
+func (p *Part) SendCountOf(j int) int { return p.sendCount(j) }
+
+// RecvCountOf returns the length in bytes of block j of Recv; see SendBlockOf.
+func (p *Part) RecvCountOf(j int) int { return p.recvCount(j) }
+
+// Move copies src to dst (the same length) unless they are the same bytes (in
+// place), as this file's collectives do.
+func Move(dst, src []byte) { move(dst, src) }

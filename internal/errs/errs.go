@@ -28,7 +28,6 @@ const (
 	Root                         // an invalid root of a collective
 	Op                           // an invalid reduction operation, or one not defined on the type
 	Group                        // a nil group, or one that is not a subgroup of the communicator's
-	Unsupported                  // an operation this build of Weft cannot do yet (MPI_ERR_UNSUPPORTED_OPERATION)
 )
 
 var classNames = [...]string{
@@ -47,7 +46,6 @@ var classNames = [...]string{
 	Root:        "invalid root",
 	Op:          "invalid operation",
 	Group:       "invalid group",
-	Unsupported: "unsupported operation",
 }
 
 func (c Class) Error() string {

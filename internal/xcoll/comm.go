@@ -1,6 +1,7 @@
 package xcoll
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -43,30 +44,15 @@ const ring = 8
 
 // The steps of a collective on the channel: the message tags.
 const (
-	tagUp   int32 = 1 + iota // towards proc index 0 (reduction, gather)
-	tagDown                  // away from the root (broadcast)
-	tagRoot                  // proc index 0 to the root's proc
+	tagUp     int32 = 1 + iota // towards proc index 0 (reduction, gather)
+	tagDown                    // away from the root (broadcast)
+	tagRoot                    // proc index 0 to the root's proc
+	tagDirect                  // one leader straight to another (more.go)
+	tagAlarm                   // a leader found procs making different calls: see alarm
 )
 
-type kind uint8
-
-const (
-	barrier kind = iota + 1
-	bcast
-	reduce
-	allreduce
-	gather
-	allgather
-)
-
-var kindNames = [...]string{barrier: "Barrier", bcast: "Bcast", reduce: "Reduce", allreduce: "Allreduce", gather: "Gather", allgather: "Allgather"}
-
-func (k kind) String() string {
-	if int(k) < len(kindNames) && kindNames[k] != "" {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("collective %d", k)
-}
+// kind names a collective as internal/coll does.
+type kind = coll.Kind
 
 // Comm is the collective state of one communicator whose ranks live in several
 // procs, as this proc sees it. Its methods take the calling rank's number in the
@@ -75,15 +61,24 @@ type Comm struct {
 	net         *Net
 	ctx         uint32
 	n           int
-	local       *coll.Comm // this proc's ranks of the communicator, by local rank
-	procs       []int      // by proc index: the proc's number in the job
-	members     [][]int    // by proc index: its ranks, ascending; the first is its leader
-	procOf      []int      // by rank: its proc's index
-	lrank       []int      // by rank: its place among its proc's ranks
-	me          int        // our proc's index
-	consecutive bool       // every proc's ranks are consecutive: folding by proc keeps rank order
+	local       *coll.Comm  // this proc's ranks of the communicator, by local rank
+	procs       []int       // by proc index: the proc's number in the job
+	index       map[int]int // by proc number: its proc index
+	members     [][]int     // by proc index: its ranks, ascending; the first is its leader
+	procOf      []int       // by rank: its proc's index
+	lrank       []int       // by rank: its place among its proc's ranks
+	me          int         // our proc's index
+	consecutive bool        // every proc's ranks are consecutive: folding by proc keeps rank order
 	seqs        []atomic.Uint64
 	out         [ring]atomic.Pointer[outcome]
+	slots       [ring][]slot // by collective, then local rank: see arrive
+}
+
+// slot is what a rank tells its proc's leader of its call, through memory: which
+// call it is (seq, sig), and for the collectives of more.go its buffers.
+type slot struct {
+	seq, sig uint64
+	part     coll.Part
 }
 
 // outcome is what a leader tells its proc's ranks at the end of a collective.
@@ -112,10 +107,13 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 		c.procOf[r], c.lrank[r] = i, len(c.members[i])
 		c.members[i] = append(c.members[i], r)
 	}
-	c.me = index[net.Self()]
+	c.me, c.index = index[net.Self()], index
 	mine := len(c.members[c.me])
 	c.local = coll.New(j, mine, spin)
 	c.seqs = make([]atomic.Uint64, mine)
+	for i := range c.slots {
+		c.slots[i] = make([]slot, mine)
+	}
 	return c
 }
 
@@ -130,6 +128,9 @@ type call struct {
 	root, elem int
 	seq        uint64 // the collective's number on the communicator
 	sig        uint64 // names the call to other procs: kind, root, element size
+	fn         Fn     // the reduction of Scan, Exscan, ReduceScatterBlock (more.go)
+	alarmed    bool   // the leader sent its alarm
+	split      error  // the proc's ranks made different calls: see sameCall
 }
 
 func (c *Comm) start(rank int, k kind, root, elem int) *call {
@@ -144,6 +145,44 @@ func (o *call) leader() bool { return o.lr == 0 }
 // fault returns an error of the call about peer.
 func (o *call) fault(class errs.Class, peer int, format string, args ...any) *errs.Error {
 	return &errs.Error{Class: class, Op: o.k.String(), Rank: o.rank, Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
+}
+
+// arrive tells the leader of the calling rank's proc about its call (and part),
+// before the local collective that starts the call: the leader reads the slots
+// once that collective has brought every rank of the proc to it (sameCall). A
+// slot is not overwritten before its leader is done with it: a rank writes it
+// again ring collectives later, after this one's release, which the leader joins
+// only once done.
+func (o *call) arrive(p coll.Part) {
+	o.c.slots[o.seq%ring][o.lr] = slot{seq: o.seq, sig: o.sig, part: p}
+}
+
+// sameCall is the leader's check, once the proc's ranks have arrived, that they
+// all made its call: the local collectives compare only what they are given, and
+// several calls start with the same one (a local Barrier, or a Gather or Reduce
+// to the leader whatever the root). It returns err, or else the first fault.
+// After a fault the leader still sends what its call sends (faults), but no
+// longer waits for anything: its call may not be what the other procs run, so
+// the messages it would wait for may never come; its alarm ends the waits of
+// the other leaders that its call leaves without a message.
+func (o *call) sameCall(err error) error {
+	if !o.leader() || err != nil {
+		return err
+	}
+	for i, sl := range o.c.slots[o.seq%ring] {
+		peer := o.c.members[o.c.me][i]
+		switch {
+		case sl.seq != o.seq:
+			o.split = o.fault(errs.Arg, peer, "collective call %d on this communicator is %v here but another call on rank %d: every rank must call the same collectives in the same order", o.seq+1, o.k, peer)
+		case sl.sig != o.sig:
+			o.split = o.differs(peer, sl.sig)
+		default:
+			continue
+		}
+		o.alarm()
+		return o.split
+	}
+	return nil
 }
 
 // worse returns the error a collective carries on with: an abort ends it whatever
@@ -176,7 +215,7 @@ func (o *call) fromLocal(err error) error {
 		}
 		return s
 	})
-	if g.Class == errs.Truncate && (o.k == reduce || o.k == allreduce) {
+	if g.Class == errs.Truncate && (o.k == coll.KindReduce || o.k == coll.KindAllreduce) {
 		g.Class = errs.Count
 	}
 	return &g
@@ -204,28 +243,66 @@ func (o *call) send(to int, tag int32, data []byte, err error) error {
 
 // recv receives the message of step tag from the leader of proc index from: its
 // data, or the fault it carries or that its signature shows (the procs made
-// different calls), or coll.ErrAborted.
+// different calls), or coll.ErrAborted. A message of this call from any leader
+// whose signature differs from ours also ends the wait, as that fault: the
+// leaders then follow different steps, and the message awaited may never come.
 func (o *call) recv(from int, tag int32) ([]byte, error) {
-	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag)
-	peer := o.c.members[from][0]
+	if o.split != nil {
+		return nil, o.split
+	}
+	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag, o.sig)
+	var odd *OddCall
 	switch {
+	case errors.As(err, &odd):
+		peer := errs.None
+		if i, ok := o.c.index[odd.Proc]; ok {
+			peer = o.c.members[i][0]
+		}
+		o.alarm()
+		if odd.Sig == o.sig {
+			return nil, o.fault(errs.Arg, peer, "the leader of proc %d (rank %d) found procs that made another call than collective call %d on this communicator (%v)", odd.Proc, peer, o.seq+1, o.k)
+		}
+		return nil, o.differs(peer, odd.Sig)
 	case err != nil:
 		return nil, err
 	case m.Fault != 0:
 		f := o.fault(errs.Class(m.Fault), errs.None, "%s", m.Data)
 		return nil, f
 	case m.Sig != o.sig:
-		k, elem, root := kind(m.Sig>>56), int(m.Sig>>32&0xffffff), int(int32(uint32(m.Sig)))
-		switch {
-		case k != o.k:
-			return nil, o.fault(errs.Arg, peer, "collective call %d on this communicator is %v here but %v on rank %d: every rank must call the same collectives in the same order", o.seq+1, o.k, k, peer)
-		case root != o.root:
-			return nil, o.fault(errs.Root, peer, "root %d here but root %d on rank %d", o.root, root, peer)
-		default:
-			return nil, o.fault(errs.Count, peer, "elements of %d bytes here but of %d bytes on rank %d", o.elem, elem, peer)
-		}
+		o.alarm()
+		return nil, o.differs(o.c.members[from][0], m.Sig)
 	}
 	return m.Data, nil
+}
+
+// alarm tells every other proc's leader, once per call, that procs made different
+// calls: the leaders follow the steps of different algorithms then, and a leader
+// may wait for a message that none of the others will send (a leaf of the
+// broadcast whose parent runs another collective), while no message of another
+// call comes its way. The alarm ends its wait; it costs p-1 empty messages, and
+// only on this error path.
+func (o *call) alarm() {
+	if o.alarmed {
+		return
+	}
+	o.alarmed = true
+	for i, p := range o.c.procs {
+		if i != o.c.me {
+			o.c.net.Send(p, o.c.ctx, o.seq, tagAlarm, Msg{Sig: o.sig}) // a failure means the job is ending anyway
+		}
+	}
+}
+
+// differs is the fault of a call whose signature differs from sig, peer's.
+func (o *call) differs(peer int, sig uint64) *errs.Error {
+	k, elem, root := kind(sig>>56), int(sig>>32&0xffffff), int(int32(uint32(sig)))
+	switch {
+	case k != o.k:
+		return o.fault(errs.Arg, peer, "collective call %d on this communicator is %v here but %v on rank %d: every rank must call the same collectives in the same order", o.seq+1, o.k, k, peer)
+	case root != o.root:
+		return o.fault(errs.Root, peer, "root %d here but root %d on rank %d", o.root, root, peer)
+	}
+	return o.fault(errs.Count, peer, "elements of %d bytes here but of %d bytes on rank %d", o.elem, elem, peer)
 }
 
 // bcast is the leaders' binomial tree rooted at proc index root: a leader other
@@ -388,8 +465,9 @@ func (o *call) finish(out *outcome, err error) error {
 // Barrier returns once every rank of c has called it: a local barrier, a
 // reduction of nothing to proc index 0 and a broadcast back, and the release.
 func (c *Comm) Barrier(rank int) error {
-	o := c.start(rank, barrier, 0, 0)
-	err := o.fromLocal(c.local.Barrier(o.lr))
+	o := c.start(rank, coll.KindBarrier, 0, 0)
+	o.arrive(coll.Part{})
+	err := o.sameCall(o.fromLocal(c.local.Barrier(o.lr)))
 	if o.leader() {
 		_, err = o.reduce(nil, nil, err)
 		_, err = o.bcast(0, nil, err)
@@ -404,7 +482,7 @@ func (c *Comm) Barrier(rank int) error {
 // a local Bcast from the leader. A rank whose buffer's length differs from the
 // root's gets an error, and so do the ranks of its proc; the root is not told.
 func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
-	o := c.start(rank, bcast, root, elem)
+	o := c.start(rank, coll.KindBcast, root, elem)
 	ri := c.procOf[root]
 	if ri == c.me {
 		err := o.fromLocal(c.local.Bcast(o.lr, buf, elem, c.lrank[root]))
@@ -442,17 +520,18 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 // otherwise every proc's contributions go to proc index 0, which folds them all
 // in rank order.
 func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool, root int) error {
-	return c.reduce(reduce, rank, root, send, recv, elem, fn, commutative)
+	return c.reduce(coll.KindReduce, rank, root, send, recv, elem, fn, commutative)
 }
 
 // Allreduce is Reduce with the result in every rank's recv: the leaders broadcast
 // it from proc index 0.
 func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool) error {
-	return c.reduce(allreduce, rank, 0, send, recv, elem, fn, commutative)
+	return c.reduce(coll.KindAllreduce, rank, 0, send, recv, elem, fn, commutative)
 }
 
 func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn, commutative bool) error {
 	o := c.start(rank, k, root, elem)
+	o.arrive(coll.Part{})
 	var total []byte
 	var err error
 	if c.consecutive || commutative {
@@ -460,7 +539,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 		if o.leader() {
 			acc = make([]byte, len(send))
 		}
-		err = o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0))
+		err = o.sameCall(o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0)))
 		if o.leader() && err != coll.ErrAborted {
 			total, err = o.reduce(acc, fn, err)
 		}
@@ -472,14 +551,14 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 		}
 	}
 	if o.leader() {
-		if k == allreduce {
+		if k == coll.KindAllreduce {
 			total, err = o.bcast(0, total, err)
 		} else {
 			total, err = o.toRoot(total, err)
 		}
 	}
 	out, rerr := o.release(err, total)
-	if err = worse(err, rerr); err == nil && out.err == nil && (k == allreduce || rank == root) {
+	if err = worse(err, rerr); err == nil && out.err == nil && (k == coll.KindAllreduce || rank == root) {
 		copy(recv, out.data)
 	}
 	return o.finish(out, err)
@@ -492,7 +571,7 @@ func (o *call) collect(send []byte, elem int) ([][]byte, error) {
 	if o.leader() {
 		blob = make([]byte, len(o.c.members[o.c.me])*len(send))
 	}
-	err := o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0))
+	err := o.sameCall(o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0)))
 	if !o.leader() || err == coll.ErrAborted {
 		return nil, err
 	}
@@ -546,34 +625,35 @@ func (o *call) assemble(blobs [][]byte, m int) ([]byte, error) {
 // len(send) bytes, which must be the same on every rank): a local Gather in each
 // proc, the procs' blocks to proc index 0, and the whole to the root's proc.
 func (c *Comm) Gather(rank int, send, recv []byte, elem, root int) error {
-	return c.gather(gather, rank, root, send, recv, elem)
+	return c.gather(coll.KindGather, rank, root, send, recv, elem)
 }
 
 // Allgather is Gather with the result in every rank's recv: the leaders broadcast
 // it from proc index 0.
 func (c *Comm) Allgather(rank int, send, recv []byte, elem int) error {
-	return c.gather(allgather, rank, 0, send, recv, elem)
+	return c.gather(coll.KindAllgather, rank, 0, send, recv, elem)
 }
 
 func (c *Comm) gather(k kind, rank, root int, send, recv []byte, elem int) error {
 	o := c.start(rank, k, root, elem)
+	o.arrive(coll.Part{})
 	blobs, err := o.collect(send, elem)
 	var full []byte
 	if o.leader() {
 		if c.me == 0 && err == nil {
 			full, err = o.assemble(blobs, len(send))
 		}
-		if k == allgather {
+		if k == coll.KindAllgather {
 			full, err = o.bcast(0, full, err)
 		} else {
 			full, err = o.toRoot(full, err)
 		}
-		if got := len(full); err == nil && (k == allgather || c.procOf[root] == c.me) && got != c.n*len(send) {
+		if got := len(full); err == nil && (k == coll.KindAllgather || c.procOf[root] == c.me) && got != c.n*len(send) {
 			err = o.lengths(o.rank, len(send), 0, got/c.n)
 		}
 	}
 	out, rerr := o.release(err, full)
-	if err = worse(err, rerr); err == nil && out.err == nil && (k == allgather || rank == root) {
+	if err = worse(err, rerr); err == nil && out.err == nil && (k == coll.KindAllgather || rank == root) {
 		copy(recv, out.data)
 	}
 	return o.finish(out, err)

@@ -1,12 +1,13 @@
 // Package xcoll is Weft's collectives among the ranks of a communicator that lives
 // in several procs: the collective channel between procs (net.go) and the
-// two-level algorithms on it (comm.go), where the ranks of each proc meet in
+// two-level algorithms on it (comm.go, more.go), where the ranks of each proc meet in
 // internal/coll's shared-memory collectives and one leader per proc talks to the
 // other procs' leaders. Collectives never go through the point-to-point engine.
 package xcoll
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/weft-mpi/weft/internal/coll"
@@ -36,10 +37,12 @@ type Net struct {
 	aborted <-chan struct{} // the world's: closed when the job ends abnormally
 	onLost  func(proc int)  // told when a proc is lost, before waiters are released
 	dev     Sender          // set by Connect
-	mu      sync.Mutex      // guards boxes
+	mu      sync.Mutex      // guards boxes and watches
 	boxes   map[name]*box   // messages under way or waiting for their receiver
-	lost    chan struct{}   // closed when the first proc is lost
-	once    sync.Once       // closes lost
+	watches map[callKey]*watch
+	eager   int           // eagerBytes; tests lower it
+	lost    chan struct{} // closed when the first proc is lost
+	once    sync.Once     // closes lost
 }
 
 // name names one message of the channel.
@@ -50,11 +53,43 @@ type name struct {
 	proc int
 }
 
+// callKey names one collective call on one communicator: the messages of its
+// steps, from every proc, share it.
+type callKey struct {
+	ctx uint32
+	seq uint64
+}
+
+// watch is a Recv waiting in the collective call key: a message of that call
+// whose signature differs from the receiver's ends the wait, since the procs made
+// different calls and the message it waits for may never come (each proc follows
+// the steps of its own call: another collective, or another root).
+type watch struct {
+	sig     uint64
+	odd     chan struct{} // closed when such a message has come
+	tripped bool          // odd is closed
+	from    int           // its sender
+	other   uint64        // its signature
+}
+
+// OddCall is the error of a Recv ended by a message of the same collective call
+// from proc Proc whose signature, Sig, differs from the receiver's, or by an alarm
+// of that proc (which found such a message; Sig may then be the receiver's).
+type OddCall struct {
+	Proc int
+	Sig  uint64
+}
+
+func (e *OddCall) Error() string {
+	return fmt.Sprintf("xcoll: proc %d made another collective call (signature %#x)", e.Proc, e.Sig)
+}
+
 // box is one message: filled by the receive daemon of its sender's connection,
 // read by the collective once done is closed.
 type box struct {
 	sig, fault uint64 // the header's SendReq and RecvReq: see Msg
 	buf        []byte
+	want       int  // its length, from its first fragment's header
 	got        int  // bytes received so far (receive daemon only)
 	started    bool // the first fragment came (receive daemon only)
 	done       chan struct{}
@@ -74,7 +109,7 @@ type Msg struct {
 // called first when a proc is lost, so that the caller can end the job's
 // in-process collectives too.
 func NewNet(self int, aborted <-chan struct{}, onLost func(proc int)) *Net {
-	return &Net{self: self, aborted: aborted, onLost: onLost, boxes: make(map[name]*box), lost: make(chan struct{})}
+	return &Net{self: self, aborted: aborted, onLost: onLost, boxes: make(map[name]*box), watches: make(map[callKey]*watch), eager: eagerBytes, lost: make(chan struct{})}
 }
 
 // Connect gives n the device it sends with; it must be called before the first
@@ -102,7 +137,9 @@ func (n *Net) Handle(proc int, h *wire.Header, p *netd.Payload) error {
 }
 
 // deliver is Handle with the payload's reader as a function, so that tests can
-// feed it without a connection.
+// feed it without a connection. Whatever the header says, it stores the fragment
+// or returns an error (which ends the job): the sender is another process, and
+// the wire decoder's checks are not this function's to rely on.
 func (n *Net) deliver(proc int, h *wire.Header, read func([]byte) error) error {
 	if h.Kind != wire.Coll {
 		return fmt.Errorf("xcoll: %v message from proc %d on the collective channel", h.Kind, proc)
@@ -111,34 +148,76 @@ func (n *Net) deliver(proc int, h *wire.Header, read func([]byte) error) error {
 	n.mu.Lock()
 	b := n.boxOf(k)
 	n.mu.Unlock()
-	if b.started && b.got == len(b.buf) {
-		return fmt.Errorf("xcoll: proc %d sent two messages named (context %d, collective %d, step %d)", proc, h.Context, h.Seq, h.Tag)
-	}
 	if !b.started {
-		if h.Len > uint64(maxMsg) {
+		if h.Len > maxMsg {
 			return fmt.Errorf("xcoll: a %d-byte collective message from proc %d: larger than any buffer here", h.Len, proc)
 		}
-		b.started, b.sig, b.fault = true, h.SendReq, h.RecvReq
-		b.buf = make([]byte, h.Len)
+		b.started, b.sig, b.fault, b.want = true, h.SendReq, h.RecvReq, int(h.Len)
+		b.buf = make([]byte, 0, min(b.want, n.eager))
 	}
 	switch {
-	case uint64(len(b.buf)) != h.Len || b.sig != h.SendReq || b.fault != h.RecvReq:
+	case b.isDone():
+		return fmt.Errorf("xcoll: proc %d sent two messages named (context %d, collective %d, step %d)", proc, h.Context, h.Seq, h.Tag)
+	case uint64(b.want) != h.Len || b.sig != h.SendReq || b.fault != h.RecvReq:
 		return fmt.Errorf("xcoll: proc %d sent two messages named (context %d, collective %d, step %d)", proc, h.Context, h.Seq, h.Tag)
 	case h.Offset != uint64(b.got):
 		return fmt.Errorf("xcoll: fragment at %d from proc %d, want %d (context %d, collective %d, step %d)", h.Offset, proc, b.got, h.Context, h.Seq, h.Tag)
+	case uint64(h.Frag) > uint64(b.want-b.got):
+		return fmt.Errorf("xcoll: a %d-byte fragment at %d from proc %d, past the end of its %d-byte message (context %d, collective %d, step %d)", h.Frag, h.Offset, proc, b.want, h.Context, h.Seq, h.Tag)
 	}
-	if err := read(b.buf[b.got : b.got+int(h.Frag)]); err != nil {
-		return err
+	// Read in pieces, growing the buffer as the bytes come (doubling, up to the
+	// message's length): what a fragment claims is not there yet.
+	for end := b.got + int(h.Frag); b.got < end; {
+		if b.got == cap(b.buf) {
+			b.buf = slices.Grow(b.buf, min(b.want, max(2*cap(b.buf), n.eager))-len(b.buf))
+		}
+		piece := min(end, cap(b.buf))
+		b.buf = b.buf[:piece]
+		if err := read(b.buf[b.got:piece]); err != nil {
+			return err
+		}
+		b.got = piece
 	}
-	b.got += int(h.Frag)
-	if b.got == len(b.buf) {
+	if b.got == b.want {
 		close(b.done)
+		n.mu.Lock()
+		if w := n.watches[callKey{h.Context, h.Seq}]; w != nil {
+			w.trip(proc, b.sig, h.Tag == tagAlarm)
+		}
+		n.mu.Unlock()
 	}
 	return nil
 }
 
-// maxMsg bounds what one message makes a receiver allocate.
+// isDone reports whether b is whole (its done is closed).
+func (b *box) isDone() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// trip ends w's wait if sig is not its own, or the message is an alarm. Called
+// with n.mu held.
+func (w *watch) trip(proc int, sig uint64, alarm bool) {
+	if (sig != w.sig || alarm) && !w.tripped {
+		w.tripped, w.from, w.other = true, proc, sig
+		close(w.odd)
+	}
+}
+
+// maxMsg bounds the length a message may claim. What a receiver allocates is
+// bounded by what the sender really sends, not by this: the buffer grows as the
+// fragments come (see eagerBytes).
 const maxMsg = 1 << 40
+
+// eagerBytes is how much of a message's claimed length a receiver allocates at
+// its first fragment; the buffer then doubles as the bytes come. A header alone,
+// whatever lengths it claims, thus makes us allocate at most this much, while a long message costs a few reallocations
+// beyond 64 MiB (copying about its length once more), which its transfer dwarfs.
+const eagerBytes = 64 << 20
 
 // Lost fails every wait of the channel: the job cannot go on without proc.
 func (n *Net) Lost(proc int, _ error) {
@@ -151,8 +230,11 @@ func (n *Net) Lost(proc int, _ error) {
 }
 
 // Recv waits for the message (ctx, seq, tag) from proc and takes it out of its
-// mailbox. It returns coll.ErrAborted if the job ends or a proc is lost first.
-func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32) (Msg, error) {
+// mailbox. It returns coll.ErrAborted if the job ends or a proc is lost first,
+// and an *OddCall if, while it waits, a message of the same collective call
+// (ctx, seq) with another signature than sig is there, from any proc: that
+// message is left where it is.
+func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32, sig uint64) (Msg, error) {
 	k := name{ctx: ctx, seq: seq, tag: tag, proc: proc}
 	n.mu.Lock()
 	b := n.boxOf(k)
@@ -160,8 +242,12 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32) (Msg, error) {
 	select {
 	case <-b.done:
 	default:
+		w := n.watch(k, sig)
+		defer n.unwatch(k, w)
 		select {
 		case <-b.done:
+		case <-w.odd:
+			return Msg{}, &OddCall{Proc: w.from, Sig: w.other}
 		case <-n.aborted:
 			return Msg{}, coll.ErrAborted
 		case <-n.lost:
@@ -172,6 +258,38 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32) (Msg, error) {
 	delete(n.boxes, k)
 	n.mu.Unlock()
 	return Msg{Sig: b.sig, Fault: b.fault, Data: b.buf}, nil
+}
+
+// watch registers a Recv about to wait for k, tripped at once if a whole message
+// of the same call with another signature than sig, or an alarm, already waits
+// in a mailbox.
+// Only the slow path of Recv pays for it, and the mailboxes hold few messages:
+// those of the calls in flight whose receivers have not asked yet.
+func (n *Net) watch(k name, sig uint64) *watch {
+	w := &watch{sig: sig, odd: make(chan struct{})}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.watches[callKey{k.ctx, k.seq}] = w
+	for o, b := range n.boxes {
+		if o.ctx != k.ctx || o.seq != k.seq {
+			continue
+		}
+		select {
+		case <-b.done: // whole: its sig is set and no longer written
+			w.trip(o.proc, b.sig, o.tag == tagAlarm)
+		default:
+		}
+	}
+	return w
+}
+
+// unwatch ends the watch w of a Recv for k.
+func (n *Net) unwatch(k name, w *watch) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if key := (callKey{k.ctx, k.seq}); n.watches[key] == w {
+		delete(n.watches, key)
+	}
 }
 
 // Send writes m to proc as the message (ctx, seq, tag), in fragments of at most

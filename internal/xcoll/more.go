@@ -1,0 +1,477 @@
+package xcoll
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// The collectives of this file (Scatter, Alltoall, the v-forms, Scan, Exscan,
+// ReduceScatterBlock) move blocks of their own sizes between ranks, which a local
+// Gather of equal blocks cannot carry to the leader. They share one shape instead:
+// every rank of a proc publishes its coll.Part (buffers, counts, displacements) in
+// the communicator's slot for the collective and meets the others in a local
+// barrier (meet); the leader then reads its proc's parts straight from memory,
+// exchanges blocks with the other leaders, and writes the results straight into
+// its ranks' receive buffers; the release barrier ends the collective for all of
+// them. No rank leaves before the release, so its buffers stay valid while its
+// leader uses them, and the barriers order the leader's reads and writes with the
+// owners' (the race detector sees it through their atomics).
+//
+// A message between leaders is a list of blocks (pack): one per rank, or per pair
+// of ranks for Alltoall, so that a receiver checks every sender's length against
+// the room its own ranks have, as internal/coll's agree does in one proc.
+
+// meet publishes the calling rank's part for its proc's leader (arrive) and waits
+// until every rank of the proc has published its own; the leader checks that they
+// made its call.
+func (o *call) meet(p coll.Part) ([]coll.Part, error) {
+	o.arrive(p)
+	err := o.sameCall(o.fromLocal(o.c.local.Barrier(o.lr)))
+	if !o.leader() {
+		return nil, err
+	}
+	sl := o.c.slots[o.seq%ring]
+	ps := make([]coll.Part, len(sl))
+	for i := range sl {
+		ps[i] = sl[i].part
+	}
+	return ps, err
+}
+
+// lead is a leader's share of a collective of this file: it reads and writes its
+// proc's parts, talks to the other leaders, and returns the outcome. Whatever err
+// it starts with, it sends every message another leader waits for (a fault
+// instead of data) and, unless the job is aborted, receives every message sent to
+// it, so that no leader waits for ever and no message is left behind.
+type lead func(o *call, ps []coll.Part, err error) error
+
+// run runs a collective of this file: meet, the leader's share, the release.
+func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part, l lead) error {
+	o := c.start(rank, k, root, elem)
+	o.fn = fn
+	ps, err := o.meet(p)
+	if o.leader() {
+		err = l(o, ps, err)
+	}
+	out, rerr := o.release(err, nil)
+	return o.finish(out, worse(err, rerr))
+}
+
+// Scatter sends block r of the root's Send (SendBlock bytes each) to the start of
+// rank r's Recv: the root's leader sends each other proc's leader one message with
+// its ranks' blocks, which therefore cross the network once.
+func (c *Comm) Scatter(rank int, p coll.Part, elem, root int) error {
+	return c.run(coll.KindScatter, rank, root, elem, nil, p, (*call).scatter)
+}
+
+// Scatterv is Scatter with the root's SendCounts and SendDispls.
+func (c *Comm) Scatterv(rank int, p coll.Part, elem, root int) error {
+	return c.run(coll.KindScatterv, rank, root, elem, nil, p, (*call).scatter)
+}
+
+// Gatherv puts every rank's Send into block rank of the root's Recv (RecvCounts,
+// RecvDispls): every other proc's leader sends the root's leader one message with
+// its ranks' sends.
+func (c *Comm) Gatherv(rank int, p coll.Part, elem, root int) error {
+	return c.run(coll.KindGatherv, rank, root, elem, nil, p, (*call).gatherv)
+}
+
+// Allgatherv puts every rank's Send into block rank of every rank's Recv: the
+// leaders gather their ranks' sends to proc index 0, which broadcasts them all
+// down the leaders' binomial tree.
+func (c *Comm) Allgatherv(rank int, p coll.Part, elem int) error {
+	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, p, (*call).allgatherv)
+}
+
+// Alltoall sends block j of rank i's Send to block i of rank j's Recv (SendBlock
+// and RecvBlock bytes): each leader sends every other leader one message with the
+// blocks its ranks send to that proc's ranks, and copies those between its own
+// ranks in memory; every block crosses the network once, on the direct link
+// between its two procs.
+func (c *Comm) Alltoall(rank int, p coll.Part, elem int) error {
+	return c.run(coll.KindAlltoall, rank, 0, elem, nil, p, (*call).alltoall)
+}
+
+// Alltoallv is Alltoall with every rank's send and receive counts and
+// displacements.
+func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
+	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, p, (*call).alltoall)
+}
+
+// Scan puts into the start of rank r's Recv the prefix send(0) op send(1) op ...
+// op send(r), combined in rank order whatever the layout: the leaders gather
+// every rank's Send to proc index 0, which computes every rank's prefix and sends
+// each proc's leader its ranks' results. Folding per proc first would need each
+// proc's ranks to be consecutive; this costs proc index 0 the whole input, which
+// is what a Scan of a non-commutative op over scattered ranks needs anyway.
+func (c *Comm) Scan(rank int, p coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindScan, rank, 0, elem, fn, p, (*call).prefix)
+}
+
+// Exscan is Scan without the rank's own contribution; rank 0's Recv is not
+// written.
+func (c *Comm) Exscan(rank int, p coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindExscan, rank, 0, elem, fn, p, (*call).prefix)
+}
+
+// ReduceScatterBlock puts into the start of rank r's Recv the reduction, in rank
+// order, of block r (SendBlock bytes) of every rank's Send, the way Scan does:
+// proc index 0 computes every block and sends each proc its ranks' blocks.
+func (c *Comm) ReduceScatterBlock(rank int, p coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, p, (*call).prefix)
+}
+
+// scatter is the leaders' share of Scatter(v): see Scatter.
+func (o *call) scatter(ps []coll.Part, err error) error {
+	c := o.c
+	ri, mine := c.procOf[o.root], c.members[c.me]
+	// take puts rank r's block b at the start of its receive buffer.
+	take := func(i, r int, b []byte) error {
+		if len(b) > len(ps[i].Recv) {
+			return o.fault(errs.Truncate, r, "the root sends %d elements to rank %d, whose receive buffer holds %d", o.els(len(b)), r, o.els(len(ps[i].Recv)))
+		}
+		coll.Move(ps[i].Recv[:len(b)], b)
+		return nil
+	}
+	var blocks [][]byte
+	if c.me == ri {
+		at := &ps[c.lrank[o.root]]
+		for i := range c.procs {
+			if i == c.me {
+				continue
+			}
+			var data []byte
+			if err == nil {
+				data = pack(mapRanks(c.members[i], at.SendBlockOf))
+			}
+			if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
+				return err
+			}
+		}
+		if err == nil {
+			blocks = mapRanks(mine, at.SendBlockOf)
+		}
+	} else if err != coll.ErrAborted {
+		data, rerr := o.recv(ri, tagDirect)
+		if err = worse(err, rerr); err == nil {
+			blocks, err = o.unpack(data, len(mine), ri)
+		}
+	}
+	for i := 0; err == nil && i < len(mine); i++ {
+		err = take(i, mine[i], blocks[i])
+	}
+	return err
+}
+
+// gatherv is the leaders' share of Gatherv: see Gatherv.
+func (o *call) gatherv(ps []coll.Part, err error) error {
+	c := o.c
+	ri, mine := c.procOf[o.root], c.members[c.me]
+	if c.me != ri {
+		var data []byte
+		if err == nil {
+			data = pack(sends(ps))
+		}
+		return o.send(ri, tagDirect, data, err)
+	}
+	at := &ps[c.lrank[o.root]]
+	// put puts rank r's send b into its block of the root's receive buffer.
+	put := func(r int, b []byte) error {
+		if f := o.fits(r, o.root, len(b), at.RecvCountOf(r)); f != nil {
+			return f
+		}
+		coll.Move(at.RecvBlockOf(r), b)
+		return nil
+	}
+	for i := 0; err == nil && i < len(mine); i++ {
+		err = put(mine[i], ps[i].Send)
+	}
+	for i := range c.procs {
+		if i == c.me {
+			continue
+		}
+		err = o.blocksFrom(i, len(c.members[i]), err, func(j int, b []byte) error { return put(c.members[i][j], b) })
+		if err == coll.ErrAborted {
+			return err
+		}
+	}
+	return err
+}
+
+// allgatherv is the leaders' share of Allgatherv: see Allgatherv.
+func (o *call) allgatherv(ps []coll.Part, err error) error {
+	c := o.c
+	var blob []byte
+	if err == nil {
+		blob = pack(sends(ps))
+	}
+	blobs, err := o.gather(blob, err)
+	var full []byte
+	if c.me == 0 && err == nil {
+		var all [][]byte
+		if all, err = o.byRank(blobs); err == nil {
+			full = pack(all)
+		}
+	}
+	if full, err = o.bcast(0, full, err); err != nil {
+		return err
+	}
+	all, err := o.unpack(full, c.n, 0)
+	for i := 0; err == nil && i < len(ps); i++ {
+		for r := 0; err == nil && r < c.n; r++ {
+			if err = o.fits(r, c.members[c.me][i], len(all[r]), ps[i].RecvCountOf(r)); err == nil {
+				coll.Move(ps[i].RecvBlockOf(r), all[r])
+			}
+		}
+	}
+	return err
+}
+
+// alltoall is the leaders' share of Alltoall(v): see Alltoall.
+func (o *call) alltoall(ps []coll.Part, err error) error {
+	c := o.c
+	p, mine := len(c.procs), c.members[c.me]
+	for d := 1; d < p; d++ {
+		i := (c.me + d) % p
+		var data []byte
+		if err == nil {
+			blocks := make([][]byte, 0, len(mine)*len(c.members[i]))
+			for s := range ps {
+				blocks = append(blocks, mapRanks(c.members[i], ps[s].SendBlockOf)...)
+			}
+			data = pack(blocks)
+		}
+		if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
+			return err
+		}
+	}
+	// put puts block b, from rank src to this proc's local rank di, in its place.
+	put := func(src, di int, b []byte) error {
+		if f := o.fits(src, mine[di], len(b), ps[di].RecvCountOf(src)); f != nil {
+			return f
+		}
+		coll.Move(ps[di].RecvBlockOf(src), b)
+		return nil
+	}
+	for s := 0; err == nil && s < len(mine); s++ {
+		for di := 0; err == nil && di < len(mine); di++ {
+			err = put(mine[s], di, ps[s].SendBlockOf(mine[di]))
+		}
+	}
+	for d := 1; d < p; d++ {
+		i := (c.me - d + p) % p
+		err = o.blocksFrom(i, len(c.members[i])*len(mine), err, func(k int, b []byte) error {
+			return put(c.members[i][k/len(mine)], k%len(mine), b)
+		})
+		if err == coll.ErrAborted {
+			return err
+		}
+	}
+	return err
+}
+
+// blocksFrom receives the list of want blocks that the leader of proc index i
+// sends this one straight (tagDirect) and hands each to use, in order, until one
+// fails. It receives even when the collective has already failed (err), so that
+// nothing is left behind, and returns what the collective carries on with.
+func (o *call) blocksFrom(i, want int, err error, use func(k int, b []byte) error) error {
+	data, rerr := o.recv(i, tagDirect)
+	if err = worse(err, rerr); err != nil {
+		return err
+	}
+	blocks, err := o.unpack(data, want, i)
+	for k := 0; err == nil && k < len(blocks); k++ {
+		err = use(k, blocks[k])
+	}
+	return err
+}
+
+// prefix is the leaders' share of Scan, Exscan and ReduceScatterBlock: every
+// rank's send to proc index 0, which computes every rank's result (results) and
+// sends each proc's leader those of its ranks.
+func (o *call) prefix(ps []coll.Part, err error) error {
+	c := o.c
+	mine := c.members[c.me]
+	var blob []byte
+	if err == nil {
+		blob = pack(sends(ps))
+	}
+	blobs, err := o.gather(blob, err)
+	var res [][]byte // by rank at proc index 0; by local rank elsewhere
+	if c.me == 0 {
+		if err == nil {
+			var x [][]byte
+			if x, err = o.byRank(blobs); err == nil {
+				res, err = o.results(x)
+			}
+		}
+		for i := 1; i < len(c.procs); i++ {
+			var data []byte
+			if err == nil {
+				data = pack(mapRanks(c.members[i], func(r int) []byte { return res[r] }))
+			}
+			if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
+				return err
+			}
+		}
+		if err == nil {
+			res = mapRanks(mine, func(r int) []byte { return res[r] })
+		}
+	} else if err != coll.ErrAborted {
+		data, rerr := o.recv(0, tagDirect)
+		if err = worse(err, rerr); err == nil {
+			res, err = o.unpack(data, len(mine), 0)
+		}
+	}
+	for i := 0; err == nil && i < len(ps); i++ {
+		if b := res[i]; len(b) > len(ps[i].Recv) {
+			err = o.fault(errs.Count, errs.None, "the receive buffer of rank %d holds %d elements, fewer than the %d of its result", mine[i], o.els(len(ps[i].Recv)), o.els(len(b)))
+		} else {
+			coll.Move(ps[i].Recv[:len(b)], b)
+		}
+	}
+	return err
+}
+
+// results computes every rank's result of Scan, Exscan or ReduceScatterBlock from
+// every rank's send, x[r], folding in rank order as internal/coll does.
+func (o *call) results(x [][]byte) ([][]byte, error) {
+	n := o.c.n
+	for r := range x {
+		if a, b := len(x[0]), len(x[r]); a != b {
+			if o.k == coll.KindReduceScatterBlock {
+				return nil, o.fault(errs.Count, r, "blocks of %d elements on rank 0 but of %d on rank %d", o.els(a)/n, o.els(b)/n, r)
+			}
+			return nil, o.fault(errs.Count, r, "rank 0 has %d elements, rank %d has %d", o.els(a), r, o.els(b))
+		}
+	}
+	res := make([][]byte, n)
+	if o.k == coll.KindReduceScatterBlock {
+		m := len(x[0]) / n
+		for r := range n {
+			acc := slices.Clone(x[n-1][r*m : (r+1)*m])
+			for j := n - 2; j >= 0; j-- {
+				if err := o.combine(o.fn, x[j][r*m:(r+1)*m], acc); err != nil {
+					return nil, err
+				}
+			}
+			res[r] = acc
+		}
+		return res, nil
+	}
+	// acc = x0 op ... op x(r) is the prefix of rank r; the next is acc op x(r+1).
+	acc := x[0]
+	for r := 1; r < n; r++ {
+		res[r-1] = acc
+		next := slices.Clone(x[r])
+		if err := o.combine(o.fn, acc, next); err != nil {
+			return nil, err
+		}
+		acc = next
+	}
+	res[n-1] = acc
+	if o.k == coll.KindExscan {
+		copy(res[1:], res[:n-1])
+		res[0] = nil
+	}
+	return res, nil
+}
+
+// byRank unpacks the blobs of gather, by proc index, into every rank's block.
+func (o *call) byRank(blobs [][]byte) ([][]byte, error) {
+	all := make([][]byte, o.c.n)
+	for i, blob := range blobs {
+		blocks, err := o.unpack(blob, len(o.c.members[i]), i)
+		if err != nil {
+			return nil, err
+		}
+		for j, r := range o.c.members[i] {
+			all[r] = blocks[j]
+		}
+	}
+	return all, nil
+}
+
+// fits checks that a block of sent bytes from rank from fits the room rank to has
+// for it: more is ErrTruncate, fewer ErrCount, as in one proc; for Alltoall, whose
+// blocks are all alike, any difference is ErrCount.
+func (o *call) fits(from, to, sent, room int) error {
+	switch {
+	case sent == room:
+		return nil
+	case o.k == coll.KindAlltoall:
+		return o.fault(errs.Count, from, "blocks of %d elements on rank %d but of %d on rank %d", o.els(room), to, o.els(sent), from)
+	case sent > room:
+		return o.fault(errs.Truncate, from, "rank %d sends %d elements to rank %d, which expects %d", from, o.els(sent), to, o.els(room))
+	}
+	return o.fault(errs.Count, from, "rank %d sends %d elements to rank %d, which expects %d", from, o.els(sent), to, o.els(room))
+}
+
+// els converts bytes to elements of the call.
+func (o *call) els(b int) int { return b / max(o.elem, 1) }
+
+// sends returns the send buffers of a proc's parts.
+func sends(ps []coll.Part) [][]byte {
+	out := make([][]byte, len(ps))
+	for i := range ps {
+		out[i] = ps[i].Send
+	}
+	return out
+}
+
+// mapRanks returns f(r) for each of ranks.
+func mapRanks(ranks []int, f func(r int) []byte) [][]byte {
+	out := make([][]byte, len(ranks))
+	for i, r := range ranks {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// pack makes one message of blocks: their number and lengths (8 bytes each,
+// little-endian), then their bytes.
+func pack(blocks [][]byte) []byte {
+	head := 8 * (1 + len(blocks))
+	size := head
+	for _, b := range blocks {
+		size += len(b)
+	}
+	out := make([]byte, head, size)
+	binary.LittleEndian.PutUint64(out, uint64(len(blocks)))
+	for i, b := range blocks {
+		binary.LittleEndian.PutUint64(out[8*(i+1):], uint64(len(b)))
+	}
+	for _, b := range blocks {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// unpack splits what pack made of want blocks, received from the leader of proc
+// index from; the blocks share data's memory. Whatever the bytes, it returns the
+// blocks or an error, never panics: data came from another process.
+func (o *call) unpack(data []byte, want, from int) ([][]byte, error) {
+	bad := func(why string) error {
+		return o.fault(errs.Intern, o.c.members[from][0], "malformed message from the leader of proc %d: %s", o.c.procs[from], why)
+	}
+	if len(data) < 8 || binary.LittleEndian.Uint64(data) != uint64(want) || uint64(len(data)/8-1) < uint64(want) {
+		return nil, bad("not a list of " + strconv.Itoa(want) + " blocks")
+	}
+	rest := data[8*(1+want):]
+	blocks := make([][]byte, want)
+	for i := range blocks {
+		l := binary.LittleEndian.Uint64(data[8*(i+1):])
+		if l > uint64(len(rest)) {
+			return nil, bad("a block reaches past the message")
+		}
+		blocks[i], rest = rest[:l:l], rest[l:]
+	}
+	if len(rest) != 0 {
+		return nil, bad("bytes after the last block")
+	}
+	return blocks, nil
+}
