@@ -13,39 +13,39 @@ type Class int
 
 // The classes, named after MPI's (MPI_ERR_TRUNCATE is Truncate), plus Panic and Aborted.
 const (
-	Arg         Class = iota + 1 // an argument out of its domain
-	Buffer                       // an invalid buffer, or a Bsend buffer too small
-	Count                        // an invalid element count
-	Comm                         // a nil or freed communicator
-	Rank                         // a rank out of range
-	Tag                          // a tag out of range
-	Request                      // a request used wrongly (freed, already completed, active, ...)
-	Truncate                     // a message longer than the receive buffer
-	ProcFailed                   // a peer died or a connection broke
-	Aborted                      // the job was aborted (Abort, or a rank failed)
-	Panic                        // a rank panicked
-	Intern                       // an internal invariant failed: a Weft bug
-	Root                         // an invalid root of a collective
-	Op                           // an invalid reduction operation, or one not defined on the type
-	Group                        // a nil group, or one that is not a subgroup of the communicator's
+	Arg        Class = iota + 1 // an argument out of its domain
+	Buffer                      // an invalid buffer, or a Bsend buffer too small
+	Count                       // an invalid element count
+	Comm                        // a nil or freed communicator
+	Rank                        // a rank out of range
+	Tag                         // a tag out of range
+	Request                     // a request used wrongly (freed, already completed, active, ...)
+	Truncate                    // a message longer than the receive buffer
+	ProcFailed                  // a peer died or a connection broke
+	Aborted                     // the job was aborted (Abort, or a rank failed)
+	Panic                       // a rank panicked
+	Intern                      // an internal invariant failed: a Weft bug
+	Root                        // an invalid root of a collective
+	Op                          // an invalid reduction operation, or one not defined on the type
+	Group                       // a nil group, or one that is not a subgroup of the communicator's
 )
 
 var classNames = [...]string{
-	Arg:         "invalid argument",
-	Buffer:      "invalid buffer",
-	Count:       "invalid count",
-	Comm:        "invalid communicator",
-	Rank:        "invalid rank",
-	Tag:         "invalid tag",
-	Request:     "invalid request",
-	Truncate:    "message truncated",
-	ProcFailed:  "process failed",
-	Aborted:     "job aborted",
-	Panic:       "rank panicked",
-	Intern:      "internal error",
-	Root:        "invalid root",
-	Op:          "invalid operation",
-	Group:       "invalid group",
+	Arg:        "invalid argument",
+	Buffer:     "invalid buffer",
+	Count:      "invalid count",
+	Comm:       "invalid communicator",
+	Rank:       "invalid rank",
+	Tag:        "invalid tag",
+	Request:    "invalid request",
+	Truncate:   "message truncated",
+	ProcFailed: "process failed",
+	Aborted:    "job aborted",
+	Panic:      "rank panicked",
+	Intern:     "internal error",
+	Root:       "invalid root",
+	Op:         "invalid operation",
+	Group:      "invalid group",
 }
 
 func (c Class) Error() string {
