@@ -93,11 +93,16 @@ func joinLines(t *testing.T, cfg launch.Config) []string {
 // TestJoinWeftRun: under weft run a proc learns the layout (uneven here), its
 // index, the launcher's key and every proc's addresses.
 func TestJoinWeftRun(t *testing.T) {
-	got := joinLines(t, launch.Config{Ranks: 5, PerProc: 2})
+	checkJoined(t, joinLines(t, launch.Config{Ranks: 5, PerProc: 2}), "2+2+1")
+}
+
+// checkJoined checks the lines of three procs that joined a job of layout l.
+func checkJoined(t *testing.T, got []string, l string) {
+	t.Helper()
 	addrs := "addr-of-0:1|second:2;addr-of-1:1|second:2;addr-of-2:1|second:2"
 	var want []string
 	for p := range 3 {
-		want = append(want, fmt.Sprintf("proc %d layout 2+2+1 key 32 job-set true addrs %s", p, addrs))
+		want = append(want, fmt.Sprintf("proc %d layout %s key 32 job-set true addrs %s", p, l, addrs))
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -120,14 +125,7 @@ func TestJoinHydra(t *testing.T) {
 	}
 	got := strings.Split(strings.TrimSpace(out.String()), "\n")
 	slices.Sort(got)
-	addrs := "addr-of-0:1|second:2;addr-of-1:1|second:2;addr-of-2:1|second:2"
-	var want []string
-	for p := range 3 {
-		want = append(want, fmt.Sprintf("proc %d layout [2;3;1] key 32 job-set true addrs %s", p, addrs))
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkJoined(t, got, "[2;3;1]")
 }
 
 // TestJoinAlone: without a launcher, Join says so.
