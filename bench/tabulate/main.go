@@ -480,15 +480,7 @@ func (t *table) write(w io.Writer, o options) error {
 		b.WriteString(" " + better(r.key.metric) + " |\n")
 	}
 	if o.rounds && len(t.order) > 0 && len(peers) > 0 {
-		b.WriteString("\nweft/peer in each round (the same round's runs, one after the other):\n\n| test | weft/ |")
-		for _, rd := range t.order {
-			b.WriteString(" r" + rd + " |")
-		}
-		b.WriteString("\n|---|---|")
-		for range t.order {
-			b.WriteString("---:|")
-		}
-		b.WriteString("\n")
+		roundsHeader(&b, "\nweft/peer in each round (the same round's runs, one after the other):\n\n| test | weft/ |", t.order)
 		for _, r := range t.rows {
 			for _, p := range peers {
 				if r.cells[p] == nil || r.cells[self] == nil {
@@ -560,15 +552,7 @@ func (t *table) writePivot(w io.Writer, o options) error {
 		b.WriteString(" " + name + " | " + better(r.key.metric) + " |\n")
 	}
 	if o.rounds && len(t.order) > 0 && len(cols) > 1 {
-		fmt.Fprintf(&b, "\nEach column over %s in every round (medians of the round's results):\n\n| test | ratio |", t.pivotLabel(cols[0]))
-		for _, rd := range t.order {
-			b.WriteString(" r" + rd + " |")
-		}
-		b.WriteString("\n|---|---|")
-		for range t.order {
-			b.WriteString("---:|")
-		}
-		b.WriteString("\n")
+		roundsHeader(&b, fmt.Sprintf("\nEach column over %s in every round (medians of the round's results):\n\n| test | ratio |", t.pivotLabel(cols[0])), t.order)
 		for _, r := range t.rows {
 			for _, c := range cols[1:] {
 				var line strings.Builder
@@ -614,4 +598,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tabulate:", err)
 		os.Exit(1)
 	}
+}
+
+// roundsHeader writes the head of a per-round table: intro (which ends with the
+// first two column titles), a column per round, and the alignment row.
+func roundsHeader(b *strings.Builder, intro string, rounds []string) {
+	b.WriteString(intro)
+	for _, rd := range rounds {
+		b.WriteString(" r" + rd + " |")
+	}
+	b.WriteString("\n|---|---|")
+	for range rounds {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
 }
