@@ -1,0 +1,69 @@
+// Package bench runs Weft's benchmark suites beside their C MPI twins, in the
+// same invocation, and reports medians and ratios (weft bench).
+//
+// A suite pairs a Weft body (Go, run by every rank) with an optional C twin in
+// bench/peers that takes the same arguments and prints the same result lines,
+// so that each figure Weft publishes stands beside the peers' figures from the
+// same run. A result line is space-separated key=value pairs:
+//
+//	bench=pingpong impl=weft size=8 metric=latency value=0.190 unit=us
+//
+// bench, impl, metric, value and unit are always present; every other key
+// (size, pairs, mode, root, ranks, ...) is part of the row the value belongs to.
+package bench
+
+import (
+	"time"
+
+	"github.com/weft-mpi/weft/mpi"
+)
+
+// Suite is one family of experiments: its tests and both sides of each.
+type Suite struct {
+	Name  string // the command line's name for it: p2p, threads, coll, ...
+	Title string // the heading of its report
+	About string // what its tests measure and how, a paragraph for the report
+	Twin  string // the C twin's file name in bench/peers ("" when none)
+	// Tests lists the runs, fewer and shorter ones when quick (a smoke test
+	// that must finish in seconds; its figures are not for publishing).
+	Tests func(quick bool) []Test
+	// Body is Weft's side of a test: every rank of the job calls it with the
+	// test's Args and prints its result lines (normally rank 0 alone) to
+	// stdout with impl=weft.
+	Body func(c *mpi.Comm, args []string) error
+	// Plots names the curves worth drawing from the suite's result lines.
+	Plots []Plot
+}
+
+// Test is one run of the Weft body and of each peer's twin with the same
+// arguments and the same number of ranks.
+type Test struct {
+	Args  []string // flags given alike to the Weft body and the C twin
+	Ranks int      // ranks in the job
+	// PerProc is Weft's ranks per OS process: 0 or Ranks runs the whole job
+	// in one process without a launcher; otherwise Ranks/PerProc processes
+	// are started by weft run. The peers always run Ranks processes.
+	PerProc int
+	// Hosts, when above 1, spreads Weft's processes over that many network
+	// namespaces joined by a bridge (the cluster suite; needs root and ip).
+	Hosts int
+	// Weft restricts the test to Weft (no twin has it, or the peers cannot
+	// run it here, for example 65,536 ranks); the report says so.
+	Weft bool
+	// Timeout bounds one run of one implementation (0: the runner's default).
+	Timeout time.Duration
+}
+
+// Plot is one figure drawn from result lines: metric against the numeric
+// field X, a curve per implementation and per distinct value of the Series
+// fields, for lines whose fields match Where.
+type Plot struct {
+	File   string            // the SVG's base name, for example "p2p-latency"
+	Title  string            // its caption
+	Metric string            // the metric on the Y axis, for example "latency"
+	X      string            // the field on the X axis, for example "size" or "ranks"
+	Where  map[string]string // only lines with these fields
+	Series []string          // fields that split the curves beyond impl
+	LogX   bool              // a logarithmic X axis (message sizes, rank counts)
+	LogY   bool              // a logarithmic Y axis
+}
