@@ -49,6 +49,7 @@ type peer struct {
 	nextID  uint64               // ids of our receives
 	filling *Request             // the receive a daemon is reading Data into
 	heard   uint64               // the last sequence number received from it
+	settled uint64               // the last one taken in: data held, or its drop recorded
 	acked   uint64               // the last one acknowledged
 	unacked int                  // eager messages held since the last Ack
 	drops   []uint64             // its eager messages whose payload we dropped and have not pulled, ascending
@@ -154,6 +155,7 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	} else {
 		p.sends[p.seq] = m
 	}
+	h.RecvReq = p.ackRiding()
 	p.mu.Unlock()
 	if err := p.wd.net.Send(p.proc, netd.ChannelP2P, h, payload); err != nil {
 		p.fail(err)
@@ -183,8 +185,10 @@ func (wd *World) Handle(proc int, h *wire.Header, pl *netd.Payload) error {
 	}
 	switch h.Kind {
 	case wire.Eager:
+		p.ack(h.RecvReq)
 		return p.eager(h, pl)
 	case wire.RTS:
+		p.ack(h.RecvReq)
 		return p.rts(h)
 	case wire.CTS:
 		return p.cts(h)
@@ -246,7 +250,7 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		if err != nil {
 			r.err = errLost
 		} else {
-			p.held1(false)
+			p.held1(h.Seq)
 		}
 		handOver(r)
 		return err
@@ -258,6 +262,7 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		ep.mu.Unlock()
 		p.mu.Lock()
 		p.drops = append(p.drops, h.SendReq)
+		p.settled = h.Seq
 		p.mu.Unlock()
 		return nil
 	}
@@ -275,31 +280,45 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		return err
 	}
 	ep.push(m)
-	p.held1(false)
+	p.held1(h.Seq)
 	return nil
 }
 
-// held1 counts an eager message whose data we hold (or no longer need) and
-// acknowledges what we hold when enough has gathered, or at once with now.
-func (p *peer) held1(now bool) {
+// held1 records that we hold the data of the eager message seq and acknowledges
+// what we hold when enough has gathered.
+func (p *peer) held1(seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.settled = seq
 	p.unacked++
-	p.acknowledge(now)
+	p.acknowledge(false)
 }
 
-// acknowledge tells the peer which of its eager copies it may free: all up to the
-// first one we dropped. Caller holds p.mu.
+// acknowledge tells the peer which of its eager copies it may free, with an Ack
+// of its own once ackEvery have gathered, or at once with now. Caller holds p.mu.
 func (p *peer) acknowledge(now bool) {
-	upTo := p.heard
-	if len(p.drops) > 0 {
-		upTo = p.drops[0] - 1
-	}
-	if upTo <= p.acked || (!now && p.unacked < ackEvery) {
+	if !now && p.unacked < ackEvery {
 		return
 	}
+	if upTo := p.ackRiding(); upTo != 0 {
+		p.wd.net.Post(p.proc, netd.ChannelP2P, &wire.Header{Kind: wire.Ack, SendReq: upTo}, nil, nil)
+	}
+}
+
+// ackRiding returns the acknowledgement there is to give, 0 if none, and counts it
+// given: every eager copy of the peer's up to the last message we settled, or to
+// the first one we dropped. An Eager or RTS to the peer carries it in RecvReq, so
+// that traffic both ways needs no Ack messages. Caller holds p.mu.
+func (p *peer) ackRiding() uint64 {
+	upTo := p.settled
+	if len(p.drops) > 0 {
+		upTo = min(upTo, p.drops[0]-1)
+	}
+	if upTo <= p.acked {
+		return 0
+	}
 	p.acked, p.unacked = upTo, 0
-	p.wd.net.Post(p.proc, netd.ChannelP2P, &wire.Header{Kind: wire.Ack, SendReq: upTo}, nil, nil)
+	return upTo
 }
 
 // undrop forgets the dropped payload of message seq, pulled or cancelled, and
@@ -331,6 +350,7 @@ func (p *peer) rts(h *wire.Header) error {
 		p.expect(r, h.SendReq, wire.CTS, true)
 	}
 	p.mu.Lock()
+	p.settled = h.Seq
 	p.acknowledge(true) // an RTS of a small message says the sender's pool is short
 	p.mu.Unlock()
 	return nil
@@ -484,7 +504,11 @@ func handOver(r *Request) {
 }
 
 // ack frees our eager copies up to sequence number upTo: the peer holds their data.
+// Zero acknowledges nothing (an Eager or RTS without an Ack riding along).
 func (p *peer) ack(upTo uint64) {
+	if upTo == 0 {
+		return
+	}
 	p.mu.Lock()
 	var freed []*Request
 	for m := p.held.head; m != nil && m.rid <= upTo; m = p.held.head {

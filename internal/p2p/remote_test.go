@@ -370,3 +370,109 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+// ackCounter counts the Ack messages a proc sends, on their way to its device.
+type ackCounter struct {
+	Net
+	mu    sync.Mutex
+	count int
+}
+
+func (a *ackCounter) Post(proc int, ch netd.Channel, h *wire.Header, payload []byte, done func(error)) {
+	if h.Kind == wire.Ack {
+		a.mu.Lock()
+		a.count++
+		a.mu.Unlock()
+	}
+	a.Net.Post(proc, ch, h, payload, done)
+}
+
+func (a *ackCounter) sent() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.count
+}
+
+// held is how many eager copies proc i keeps for proc 1-i.
+func (j *job) held(i int) int {
+	p := j.worlds[i].peers[1-i]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for m := p.held.head; m != nil; m = m.next {
+		n++
+	}
+	return n
+}
+
+// TestRemoteAckRides: in a conversation each Eager carries the acknowledgement of
+// what came the other way, so a ping-pong frees the senders' copies without a
+// single Ack message; a one-way stream still gets an Ack per ackEvery messages.
+func TestRemoteAckRides(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	counters := []*ackCounter{{Net: j.devices[0]}, {Net: j.devices[1]}}
+	for i, wd := range j.worlds {
+		wd.Connect(counters[i])
+	}
+	a, b := j.comm(0), j.comm(1)
+	const rounds = 100
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 8)
+		for range rounds {
+			if _, err := b.Recv(1, buf, 0, 1); err != nil {
+				done <- err
+				return
+			}
+			if err := b.Send(1, buf, 0, 2, Standard); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	buf := make([]byte, 8)
+	for i := range rounds {
+		buf[0] = byte(i)
+		if err := a.Send(0, buf, 1, 1, Standard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recv(0, buf, 1, 2); err != nil {
+			t.Fatal(err)
+		}
+		if buf[0] != byte(i) {
+			t.Fatalf("round %d: reply carries %d", i, buf[0])
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := counters[0].sent() + counters[1].sent(); n != 0 {
+		t.Errorf("a ping-pong of %d rounds sent %d Ack messages, want 0", rounds, n)
+	}
+	// Each reply acknowledged its ping; proc 1's last reply awaits the next ping.
+	waitFor(t, "proc 0's copies freed", func() bool { return j.held(0) == 0 })
+	if n := j.held(1); n != 1 {
+		t.Errorf("proc 1 holds %d copies after the ping-pong, want 1 (its last reply)", n)
+	}
+
+	const stream = 40
+	for i := range stream {
+		if err := a.Send(0, fill(8, i), 1, 3, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range stream {
+		if _, err := b.Recv(1, buf, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, fill(8, i)) {
+			t.Fatalf("stream message %d: got %v", i, buf)
+		}
+	}
+	waitFor(t, "Acks of the stream", func() bool { return j.held(0) == stream%ackEvery })
+	if n := counters[1].sent(); n != stream/ackEvery {
+		t.Errorf("a stream of %d messages drew %d Acks, want %d", stream, n, stream/ackEvery)
+	}
+}

@@ -280,7 +280,11 @@ func (h *Header) Check() error {
 
 	// Request ids.
 	switch k {
-	case Eager, RTS, CancelReq:
+	case Eager, RTS: // RecvReq: an Ack riding along, 0 for none
+		if h.SendReq == 0 {
+			return bad(k, "SendReq", h.SendReq, "must name the sender's request")
+		}
+	case CancelReq:
 		if h.SendReq == 0 {
 			return bad(k, "SendReq", h.SendReq, "must name the sender's request")
 		}

@@ -15,6 +15,8 @@ func valid() []Header {
 		{Kind: Eager, Flags: FlagSsend, Context: 2, Source: 0, Dest: 1, Tag: 0, SendReq: 12, Seq: 2},
 		{Kind: Eager, Flags: FlagReady, Source: 1, Dest: 0, Tag: 1<<31 - 1, Frag: MaxFrag, Len: MaxFrag, SendReq: 1<<64 - 1, Seq: 1<<64 - 1},
 		{Kind: RTS, Context: 9, Source: 1, Dest: 2, Tag: 3, Len: 1 << 40, SendReq: 4, Seq: 5},
+		{Kind: RTS, Source: 1, Dest: 2, Len: 1 << 20, SendReq: 6, RecvReq: 3, Seq: 6}, // an Ack riding along
+		{Kind: Eager, Source: 3, Dest: 5, Frag: 8, Len: 8, SendReq: 13, RecvReq: 12, Seq: 13},
 		{Kind: RTS, Flags: FlagSsend, Source: 1, Dest: 2, Len: MaxLen, SendReq: 4},
 		{Kind: CTS, Context: 9, Source: 2, Dest: 1, Tag: 3, Len: 1 << 20, SendReq: 4, RecvReq: 8, Seq: 6},
 		{Kind: Data, Source: 1, Dest: 2, Len: 1 << 20, Offset: 1 << 19, Frag: 1 << 19, SendReq: 4, RecvReq: 8},
@@ -129,7 +131,7 @@ func TestReject(t *testing.T) {
 		{"eager frag != len", with(eager, func(h *Header) { h.Frag = 7 }), "Frag"},
 		{"eager offset", with(eager, func(h *Header) { h.Offset = 1 }), "Offset"},
 		{"eager no sendreq", with(eager, func(h *Header) { h.SendReq = 0 }), "SendReq"},
-		{"eager recvreq", with(eager, func(h *Header) { h.RecvReq = 5 }), "RecvReq"},
+		{"cancelreq recvreq", with(Header{Kind: CancelReq, Source: 1, Dest: 2, SendReq: 13}, func(h *Header) { h.RecvReq = 5 }), "RecvReq"},
 		{"rts payload", with(Header{Kind: RTS, Source: 1, Dest: 2, Len: 8, SendReq: 1}, func(h *Header) { h.Frag = 8 }), "Frag"},
 		{"rts no sendreq", with(Header{Kind: RTS, Source: 1, Dest: 2, Len: 8}, func(h *Header) {}), "SendReq"},
 		{"cts payload", with(cts, func(h *Header) { h.Frag = 1 }), "Frag"},
