@@ -9,10 +9,11 @@ import (
 )
 
 // Collectives. Every rank of a communicator calls the same collectives in the same
-// order (as MPI requires); collectives never go through point-to-point matching, so
-// they cannot match a Send or Recv, and collectives on a communicator made by Dup
-// are independent of those on the original. Different goroutines of a rank may run
-// collectives on different communicators at once.
+// order (as MPI requires), blocking and nonblocking (icoll.go) mixed; collectives
+// never go through point-to-point matching, so they cannot match a Send or Recv,
+// and collectives on a communicator made by Dup are independent of those on the
+// original. Different goroutines of a rank may run collectives on different
+// communicators at once.
 //
 // Arguments are checked on each rank before it takes part: a rank whose call is
 // invalid (nil or freed communicator, root out of range, an Op not defined on the
@@ -38,28 +39,21 @@ import (
 // is replaced by the result, as with MPI_IN_PLACE.
 
 // Barrier returns once every rank of c has called it.
-func (c *Comm) Barrier() error {
-	if err := c.checkColl("Barrier"); err != nil {
-		return err
-	}
-	if c.core.spans {
-		return c.collective(c.core.across().Barrier(c.rank), "Barrier")
-	}
-	return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
+func (c *Comm) Barrier() error { return c.run(barrierOp(c, "Barrier")) }
+
+func barrierOp(c *Comm, name string) (collOp, error) {
+	return collOp{k: coll.KindBarrier, name: name}, c.checkColl(name)
 }
 
 // Bcast copies buf of the root into buf of every other rank. Every rank's buf must
 // have the root's length: a shorter one is ErrTruncate, a longer one ErrCount, on
 // that rank and at the root. Each rank copies once, straight from the root's
 // buffer; the root returns once all have copied.
-func Bcast[T Elem](c *Comm, buf []T, root int) error {
-	if err := c.checkRoot("Bcast", root); err != nil {
-		return err
-	}
-	if c.core.spans {
-		return c.collective(c.core.across().Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
-	}
-	return c.collective(c.core.coll.Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
+func Bcast[T Elem](c *Comm, buf []T, root int) error { return c.run(bcastOp(c, "Bcast", buf, root)) }
+
+func bcastOp[T Elem](c *Comm, name string, buf []T, root int) (collOp, error) {
+	o := collOp{k: coll.KindBcast, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(buf)}}
+	return o, c.checkRoot(name, root)
 }
 
 // Reduce combines the ranks' send buffers element by element with op into recv at
@@ -70,47 +64,59 @@ func Bcast[T Elem](c *Comm, buf []T, root int) error {
 // a nil send (or send equal to recv) means in place: recv holds the root's data.
 // Send buffers are never written. The result is the same for the same inputs,
 // whatever the timing.
-func Reduce[T Elem](c *Comm, send, recv []T, op Op, root int) error {
-	const name = "Reduce"
+func Reduce[T Reducible](c *Comm, send, recv []T, op Op, root int) error {
+	return c.run(reduceOp(c, "Reduce", send, recv, op, root))
+}
+
+func reduceOp[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (collOp, error) {
 	if err := c.checkRoot(name, root); err != nil {
-		return err
+		return collOp{}, err
 	}
-	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+	o, err := reduction[T](c, coll.KindReduce, name, op)
 	if err != nil {
-		return err
+		return o, err
 	}
+	o.root = root
 	if c.rank == root {
 		if send, err = inPlace(c, name, send, recv); err != nil {
-			return err
+			return o, err
 		}
 	} else {
 		recv = nil
 	}
-	if c.core.spans {
-		return c.collective(c.core.across().Reduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, op.Commutative(), root), name)
-	}
-	return c.collective(c.core.coll.Reduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, root), name)
+	o.p.Send, o.p.Recv = raw(send), raw(recv)
+	return o, nil
 }
 
 // Allreduce is Reduce with the result in every rank's recv, which must hold at
 // least len(send) elements. A nil send (or send equal to recv) means in place.
 // Lengths are compared with rank 0's.
-func Allreduce[T Elem](c *Comm, send, recv []T, op Op) error {
-	const name = "Allreduce"
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
-	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+func Allreduce[T Reducible](c *Comm, send, recv []T, op Op) error {
+	return c.run(allreduceOp(c, "Allreduce", send, recv, op))
+}
+
+func allreduceOp[T Reducible](c *Comm, name string, send, recv []T, op Op) (collOp, error) {
+	o, err := reduction[T](c, coll.KindAllreduce, name, op)
 	if err != nil {
-		return err
+		return o, err
 	}
 	if send, err = inPlace(c, name, send, recv); err != nil {
-		return err
+		return o, err
 	}
-	if c.core.spans {
-		return c.collective(c.core.across().Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn, op.Commutative()), name)
+	o.p.Send, o.p.Recv = raw(send), raw(recv)
+	return o, nil
+}
+
+// reduction starts the collOp of a reduction of kind k: c checked, and op's
+// function on elements of T.
+func reduction[T Reducible](c *Comm, k coll.Kind, name string, op Op) (collOp, error) {
+	o := collOp{k: k, name: name, el: width[T](), commutative: op.Commutative()}
+	if err := c.checkColl(name); err != nil {
+		return o, err
 	}
-	return c.collective(c.core.coll.Allreduce(c.rank, bytesOf(send), bytesOf(recv), sizeOf[T](), fn), name)
+	var err error
+	o.fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank)
+	return o, err
 }
 
 // checkColl checks c for a collective.
@@ -130,7 +136,7 @@ func (c *Comm) checkRoot(op string, root int) error {
 // inPlace returns the send buffer of a rank that receives a result: recv itself
 // when in place (send nil, or starting where recv starts), else send, checked
 // against recv.
-func inPlace[T Elem](c *Comm, op string, send, recv []T) ([]T, error) {
+func inPlace[T Reducible](c *Comm, op string, send, recv []T) ([]T, error) {
 	switch {
 	case send == nil:
 		return recv, nil
@@ -141,7 +147,7 @@ func inPlace[T Elem](c *Comm, op string, send, recv []T) ([]T, error) {
 	case unsafe.SliceData(send) == unsafe.SliceData(recv):
 		return send, nil // in place
 	}
-	sb, rb := bytesOf(send), bytesOf(recv)
+	sb, rb := raw(send), raw(recv)
 	s, r := uintptr(unsafe.Pointer(unsafe.SliceData(sb))), uintptr(unsafe.Pointer(unsafe.SliceData(rb)))
 	if s < r+uintptr(len(rb)) && r < s+uintptr(len(sb)) {
 		return nil, errs.New(errs.Buffer, op, c.rank, "the send and receive buffers overlap without being the same (for in place, pass a nil send)")
@@ -149,7 +155,9 @@ func inPlace[T Elem](c *Comm, op string, send, recv []T) ([]T, error) {
 	return send, nil
 }
 
-// collective turns what the collective engine returned into the error of op.
+// collective turns what the collective engine returned into the error of op: the
+// engine names its collectives as the blocking calls, so the error of a
+// nonblocking one is renamed after it.
 func (c *Comm) collective(err error, op string) error {
 	if err == nil {
 		return nil
@@ -159,6 +167,11 @@ func (c *Comm) collective(err error, op string) error {
 			return c.abortError(cause, op, NoValue, NoValue)
 		}
 		return errs.New(errs.Intern, op, c.rank, "a collective was interrupted but the job was not aborted")
+	}
+	if e, ok := err.(*Error); ok && e.Op != op {
+		renamed := *e
+		renamed.Op = op
+		return &renamed
 	}
 	return err
 }

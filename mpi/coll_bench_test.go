@@ -62,6 +62,28 @@ func BenchmarkBcast(b *testing.B) {
 	}
 }
 
+// BenchmarkIallreduce is BenchmarkAllreduce's one double through Iallreduce and
+// Wait: the cost of the queue, its goroutine and the request over the blocking call.
+func BenchmarkIallreduce(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		b.Run(fmt.Sprintf("ranks=%d/doubles=1", n), func(b *testing.B) {
+			bufs := make([][2][]float64, n)
+			for i := range bufs {
+				bufs[i] = [2][]float64{make([]float64, 1), make([]float64, 1)}
+			}
+			collBench(b, n, func(c *mpi.Comm) error {
+				bb := bufs[c.Rank()]
+				req, err := mpi.Iallreduce(c, bb[0], bb[1], mpi.Sum)
+				if err != nil {
+					return err
+				}
+				_, err = req.Wait()
+				return err
+			})
+		})
+	}
+}
+
 func BenchmarkAllreduce(b *testing.B) {
 	for _, n := range []int{4, 16} {
 		for _, size := range []int{1, 8192} {

@@ -1,7 +1,6 @@
 package mpi
 
 import (
-	"reflect"
 	"slices"
 	"unsafe"
 
@@ -9,8 +8,8 @@ import (
 	"github.com/weft-mpi/weft/internal/errs"
 )
 
-// Gather, Scatter, Allgather, Alltoall, their v-variants, Scan, Exscan and
-// ReduceScatterBlock follow the rules of the collectives above. Each copies
+// Gather, Scatter, Allgather, Alltoall, their v-variants, Scan, Exscan,
+// ReduceScatterBlock and ReduceScatter follow the rules of the collectives above. Each copies
 // straight from the sending rank's buffer into the receiving rank's; a receive
 // buffer may be longer than what it receives (the rest is left alone). Counts and
 // displacements of the v-variants are in elements, one of each per rank; a wrong
@@ -21,9 +20,9 @@ import (
 // receiver expects gets ErrTruncate, with fewer ErrCount, and so does every rank.
 //
 // In place (MPI_IN_PLACE): a nil send at the root of Gather(v), on any rank of
-// Allgather(v), Alltoall(v), Scan, Exscan and ReduceScatterBlock, and a nil recv at
+// Allgather(v), Alltoall(v), Scan, Exscan and ReduceScatter(Block), and a nil recv at
 // the root of Scatter(v). The data then lies where MPI says it does; for Alltoall(v),
-// Scan, Exscan and ReduceScatterBlock, whose in-place buffer the others read while
+// Scan, Exscan and ReduceScatter(Block), whose in-place buffer the others read while
 // its owner overwrites it, the rank's contribution is first copied aside.
 
 // Gather collects every rank's send, in rank order, into recv at the root: rank j's
@@ -33,26 +32,26 @@ import (
 // whose own block already lies in recv; m is then len(recv)/Size(), and len(recv)
 // must be a multiple of Size().
 func Gather[T Elem](c *Comm, send, recv []T, root int) error {
-	const name = "Gather"
+	return c.run(gatherOp(c, "Gather", send, recv, root))
+}
+
+func gatherOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, error) {
+	o := collOp{k: coll.KindGather, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(send)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return err
+		return o, err
 	}
-	n, el := c.Size(), sizeOf[T]()
-	p := coll.Part{Send: bytesOf(send)}
+	n, el := c.Size(), o.el
 	if c.rank == root {
 		m, err := blockOf(c, name, send, recv, n)
 		if err != nil {
-			return err
+			return o, err
 		}
-		p.Recv, p.RecvBlock = bytesOf(recv), m*el
+		o.p.Recv, o.p.RecvBlock = bytesOf(recv), m*el
 		if send == nil {
-			p.Send = bytesOf(recv[root*m : (root+1)*m])
+			o.p.Send = bytesOf(recv[root*m : (root+1)*m])
 		}
 	}
-	if c.core.spans {
-		return c.collective(c.core.across().Gather(c.rank, p.Send, p.Recv, el, root), name)
-	}
-	return c.collective(c.core.coll.Gather(c.rank, p, el, root), name)
+	return o, nil
 }
 
 // Scatter sends block j of the root's send, send[j*m:(j+1)*m] with m = len(send)/Size(),
@@ -60,28 +59,31 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 // alone. send is used only at the root, where its length must be a multiple of
 // Size(). In place: a nil recv at the root, whose block stays in send.
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
-	const name = "Scatter"
+	return c.run(scatterOp(c, "Scatter", send, recv, root))
+}
+
+func scatterOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, error) {
+	o := collOp{k: coll.KindScatter, name: name, el: sizeOf[T](), root: root, p: coll.Part{Recv: bytesOf(recv)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return err
+		return o, err
 	}
-	n, el := c.Size(), sizeOf[T]()
-	p := coll.Part{Recv: bytesOf(recv)}
+	n, el := c.Size(), o.el
 	if c.rank == root {
 		if len(send)%n != 0 {
-			return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+			return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 		}
 		m := len(send) / n
-		p.Send, p.SendBlock = bytesOf(send), m*el
+		o.p.Send, o.p.SendBlock = bytesOf(send), m*el
 		switch {
 		case recv == nil:
-			p.Recv = bytesOf(send[root*m : (root+1)*m])
+			o.p.Recv = bytesOf(send[root*m : (root+1)*m])
 		case len(recv) < m:
-			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
-		case overlaps(p.Send, p.Recv):
-			return overlapError(c, name)
+			return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+		case overlaps(o.p.Send, o.p.Recv):
+			return o, overlapError(c, name)
 		}
 	}
-	return c.collective(c.parts().Scatter(c.rank, p, el, root), name)
+	return o, nil
 }
 
 // Allgather is Gather with the result in every rank's recv, which must hold at least
@@ -89,23 +91,24 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 // a nil send, the rank's own block already lying in recv (len(recv) must then be a
 // multiple of Size()).
 func Allgather[T Elem](c *Comm, send, recv []T) error {
-	const name = "Allgather"
+	return c.run(allgatherOp(c, "Allgather", send, recv))
+}
+
+func allgatherOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
+	o := collOp{k: coll.KindAllgather, name: name, el: sizeOf[T]()}
 	if err := c.checkColl(name); err != nil {
-		return err
+		return o, err
 	}
-	n, el := c.Size(), sizeOf[T]()
+	n, el := c.Size(), o.el
 	m, err := blockOf(c, name, send, recv, n)
 	if err != nil {
-		return err
+		return o, err
 	}
-	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el, RecvBlock: m * el}
+	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el, RecvBlock: m * el}
 	if send == nil {
-		p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
+		o.p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
 	}
-	if c.core.spans {
-		return c.collective(c.core.across().Allgather(c.rank, p.Send, p.Recv, el), name)
-	}
-	return c.collective(c.core.coll.Allgather(c.rank, p, el), name)
+	return o, nil
 }
 
 // Alltoall sends block j of send to rank j, and puts the block rank j sent here in
@@ -113,65 +116,64 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 // multiple of Size()), recv at least as many. Every rank's m must be rank 0's. In
 // place: a nil send, recv holding the blocks to send (len(recv) a multiple of Size()).
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
-	const name = "Alltoall"
+	return c.run(alltoallOp(c, "Alltoall", send, recv))
+}
+
+func alltoallOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
+	o := collOp{k: coll.KindAlltoall, name: name, el: sizeOf[T]()}
 	if err := c.checkColl(name); err != nil {
-		return err
+		return o, err
 	}
-	n, el := c.Size(), sizeOf[T]()
+	n, el := c.Size(), o.el
 	if send == nil {
 		if len(recv)%n != 0 {
-			return errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
+			return o, errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
 		}
 		send = slices.Clone(recv)
 	}
 	if len(send)%n != 0 {
-		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 	}
 	if len(recv) < len(send) {
-		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
+		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
 	}
-	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: len(send) / n * el, RecvBlock: len(send) / n * el}
-	if overlaps(p.Send, p.Recv) {
-		return overlapError(c, name)
+	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: len(send) / n * el, RecvBlock: len(send) / n * el}
+	if overlaps(o.p.Send, o.p.Recv) {
+		return o, overlapError(c, name)
 	}
-	return c.collective(c.parts().Alltoall(c.rank, p, el), name)
+	return o, nil
 }
 
 // Scan puts into recv on rank r the inclusive prefix reduction send0 op send1 op ...
 // op send_r, combined in rank order (x0 op (x1 op (... op x_r))), so a non-commutative
 // NewOp gets MPI's result. recv must hold at least len(send) elements; every rank's
 // send must have rank 0's length. A nil send means in place.
-func Scan[T Elem](c *Comm, send, recv []T, op Op) error {
-	return scanOf(c, "Scan", send, recv, op)
+func Scan[T Reducible](c *Comm, send, recv []T, op Op) error {
+	return c.run(scanOp(c, coll.KindScan, "Scan", send, recv, op))
 }
 
 // Exscan is Scan without the rank's own contribution: recv on rank r > 0 gets
 // send0 op ... op send_(r-1). Rank 0's recv is left unchanged (MPI leaves it
 // undefined). A nil send means in place.
-func Exscan[T Elem](c *Comm, send, recv []T, op Op) error {
-	return scanOf(c, "Exscan", send, recv, op)
+func Exscan[T Reducible](c *Comm, send, recv []T, op Op) error {
+	return c.run(scanOp(c, coll.KindExscan, "Exscan", send, recv, op))
 }
 
-func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
-	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+// scanOp is the collective of Scan or Exscan (k).
+func scanOp[T Reducible](c *Comm, k coll.Kind, name string, send, recv []T, op Op) (collOp, error) {
+	o, err := reduction[T](c, k, name, op)
 	if err != nil {
-		return err
+		return o, err
 	}
 	if send == nil {
 		send = slices.Clone(recv)
 	} else if send, err = inPlace(c, name, send, recv); err != nil {
-		return err
+		return o, err
 	} else if len(send) > 0 && unsafe.SliceData(send) == unsafe.SliceData(recv) {
 		send = slices.Clone(send)
 	}
-	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv)}
-	if name == "Scan" {
-		return c.collective(c.parts().Scan(c.rank, p, sizeOf[T](), fn), name)
-	}
-	return c.collective(c.parts().Exscan(c.rank, p, sizeOf[T](), fn), name)
+	o.p = coll.Part{Send: raw(send), Recv: raw(recv)}
+	return o, nil
 }
 
 // ReduceScatterBlock reduces the ranks' sends element by element with op, in rank
@@ -179,53 +181,79 @@ func scanOf[T Elem](c *Comm, name string, send, recv []T, op Op) error {
 // a multiple of Size()), and recv on rank r, at least m long, gets block r of the
 // reduction. Every rank's m must be rank 0's. In place: a nil send, recv holding the
 // Size()*m elements to reduce; the result is its first m.
-func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op Op) error {
-	const name = "ReduceScatterBlock"
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
-	fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+func ReduceScatterBlock[T Reducible](c *Comm, send, recv []T, op Op) error {
+	return c.run(reduceScatterBlockOp(c, "ReduceScatterBlock", send, recv, op))
+}
+
+func reduceScatterBlockOp[T Reducible](c *Comm, name string, send, recv []T, op Op) (collOp, error) {
+	o, err := reduction[T](c, coll.KindReduceScatterBlock, name, op)
 	if err != nil {
-		return err
+		return o, err
 	}
-	n, el := c.Size(), sizeOf[T]()
+	n, el := c.Size(), o.el
 	if send == nil {
 		send = slices.Clone(recv)
 	}
 	if len(send)%n != 0 {
-		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 	}
 	m := len(send) / n
 	if len(recv) < m {
-		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
 	}
-	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el}
-	if overlaps(p.Send, p.Recv[:m*el]) {
-		return overlapError(c, name)
+	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendBlock: m * el}
+	if overlaps(o.p.Send, o.p.Recv[:m*el]) {
+		return o, overlapError(c, name)
 	}
-	return c.collective(c.parts().ReduceScatterBlock(c.rank, p, el, fn), name)
+	return o, nil
 }
 
-// partColl is what the collectives of this file run on, with the same methods
-// in one proc (internal/coll) and across procs (internal/xcoll).
-type partColl interface {
-	Scatter(rank int, p coll.Part, elem, root int) error
-	Gatherv(rank int, p coll.Part, elem, root int) error
-	Scatterv(rank int, p coll.Part, elem, root int) error
-	Allgatherv(rank int, p coll.Part, elem int) error
-	Alltoall(rank int, p coll.Part, elem int) error
-	Alltoallv(rank int, p coll.Part, elem int) error
-	Scan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-	Exscan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-	ReduceScatterBlock(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
+// ReduceScatter is ReduceScatterBlock with blocks of their own sizes, as
+// MPI_Reduce_scatter: send holds the sum of counts elements, one block per rank in
+// rank order (block j has counts[j] elements), and recv on rank r, at least
+// counts[r] long, gets block r of the element-wise reduction, combined in rank
+// order. counts has one entry per rank (ErrArg otherwise), none negative
+// (ErrCount), and must be the same on every rank (ErrCount inside the collective
+// otherwise; across procs, on the ranks whose block it changes). In place: a nil
+// send, recv holding the elements to reduce; the result is its first counts[r].
+func ReduceScatter[T Reducible](c *Comm, send, recv []T, counts []int, op Op) error {
+	return c.run(reduceScatterOp(c, "ReduceScatter", send, recv, counts, op))
 }
 
-// parts returns c's collectives of this file: across procs when c spans them.
-func (c *Comm) parts() partColl {
-	if c.core.spans {
-		return c.core.across()
+func reduceScatterOp[T Reducible](c *Comm, name string, send, recv []T, counts []int, op Op) (collOp, error) {
+	o, err := reduction[T](c, coll.KindReduceScatter, name, op)
+	if err != nil {
+		return o, err
 	}
-	return c.core.coll
+	n, el := c.Size(), o.el
+	if len(counts) != n {
+		return o, errs.New(errs.Arg, name, c.rank, "%d counts for the %d ranks", len(counts), n)
+	}
+	bc, bd, total := make([]int, n), make([]int, n), 0
+	for j, m := range counts {
+		if m < 0 {
+			return o, errs.New(errs.Count, name, c.rank, "block %d has a negative count %d", j, m)
+		}
+		bc[j], bd[j] = m*el, total*el
+		total += m
+	}
+	if send == nil {
+		if len(recv) < total {
+			return o, errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, fewer than the %d counted", len(recv), total)
+		}
+		send = slices.Clone(recv[:total])
+	}
+	switch mine := counts[c.rank]; {
+	case len(send) != total:
+		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not the %d counted", len(send), total)
+	case len(recv) < mine:
+		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of this rank's block", len(recv), mine)
+	}
+	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendCounts: bc, SendDispls: bd}
+	if overlaps(o.p.Send, o.p.Recv[:bc[c.rank]]) {
+		return o, overlapError(c, name)
+	}
+	return o, nil
 }
 
 // blockOf returns the block length m of a gathering rank: len(send), recv holding at
@@ -268,25 +296,28 @@ func overlapError(c *Comm, name string) error {
 // share an element (ErrBuffer); the elements of recv outside the blocks are left
 // alone. In place: a nil send at the root, whose own block already lies in recv.
 func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
-	const name = "Gatherv"
-	if err := c.checkRoot(name, root); err != nil {
-		return err
-	}
+	return c.run(gathervOp(c, "Gatherv", send, recv, counts, displs, root))
+}
+
+func gathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs []int, root int) (collOp, error) {
 	el := sizeOf[T]()
-	p := coll.Part{Send: bytesOf(send)}
+	o := collOp{k: coll.KindGatherv, name: name, el: el, root: root, p: coll.Part{Send: bytesOf(send)}}
+	if err := c.checkRoot(name, root); err != nil {
+		return o, err
+	}
 	if c.rank == root {
 		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 		if err != nil {
-			return err
+			return o, err
 		}
-		p.Recv, p.RecvCounts, p.RecvDispls = bytesOf(recv), bc, bd
+		o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(recv), bc, bd
 		if send == nil {
-			p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
-		} else if overlaps(p.Send, p.Recv) {
-			return overlapError(c, name)
+			o.p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
+		} else if overlaps(o.p.Send, o.p.Recv) {
+			return o, overlapError(c, name)
 		}
 	}
-	return c.collective(c.parts().Gatherv(c.rank, p, el, root), name)
+	return o, nil
 }
 
 // Scatterv is Scatter with blocks of their own sizes and places: the root sends
@@ -297,28 +328,31 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 // inside send; the blocks may overlap, since they are only read. In place: a nil recv
 // at the root, whose block stays in send.
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
-	const name = "Scatterv"
-	if err := c.checkRoot(name, root); err != nil {
-		return err
-	}
+	return c.run(scattervOp(c, "Scatterv", send, counts, displs, recv, root))
+}
+
+func scattervOp[T Elem](c *Comm, name string, send []T, counts, displs []int, recv []T, root int) (collOp, error) {
 	el := sizeOf[T]()
-	p := coll.Part{Recv: bytesOf(recv)}
+	o := collOp{k: coll.KindScatterv, name: name, el: el, root: root, p: coll.Part{Recv: bytesOf(recv)}}
+	if err := c.checkRoot(name, root); err != nil {
+		return o, err
+	}
 	if c.rank == root {
 		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false)
 		if err != nil {
-			return err
+			return o, err
 		}
-		p.Send, p.SendCounts, p.SendDispls = bytesOf(send), bc, bd
+		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), bc, bd
 		switch {
 		case recv == nil:
-			p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
+			o.p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
 		case len(recv) < counts[root]:
-			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
-		case overlaps(p.Send, p.Recv):
-			return overlapError(c, name)
+			return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
+		case overlaps(o.p.Send, o.p.Recv):
+			return o, overlapError(c, name)
 		}
 	}
-	return c.collective(c.parts().Scatterv(c.rank, p, el, root), name)
+	return o, nil
 }
 
 // Allgatherv is Gatherv with the result in every rank's recv: rank j's send lands in
@@ -328,22 +362,26 @@ func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root in
 // ErrTruncate or ErrCount, on every rank). In place: a nil send, the rank's own block
 // already lying in recv.
 func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
-	const name = "Allgatherv"
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
+	return c.run(allgathervOp(c, "Allgatherv", send, recv, counts, displs))
+}
+
+func allgathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs []int) (collOp, error) {
 	el := sizeOf[T]()
+	o := collOp{k: coll.KindAllgatherv, name: name, el: el}
+	if err := c.checkColl(name); err != nil {
+		return o, err
+	}
 	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 	if err != nil {
-		return err
+		return o, err
 	}
-	p := coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), RecvCounts: bc, RecvDispls: bd}
+	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), RecvCounts: bc, RecvDispls: bd}
 	if send == nil {
-		p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
-	} else if overlaps(p.Send, p.Recv) {
-		return overlapError(c, name)
+		o.p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
+	} else if overlaps(o.p.Send, o.p.Recv) {
+		return o, overlapError(c, name)
 	}
-	return c.collective(c.parts().Allgatherv(c.rank, p, el), name)
+	return o, nil
 }
 
 // Alltoallv is Alltoall with blocks of their own sizes and places: the rank sends
@@ -356,29 +394,33 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 // alone. In place: a nil send; sendCounts and sendDispls are then ignored, and recv
 // holds the blocks to send where they are to be received (recvCounts, recvDispls).
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
-	const name = "Alltoallv"
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
+	return c.run(alltoallvOp(c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
+}
+
+func alltoallvOp[T Elem](c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) (collOp, error) {
 	el := sizeOf[T]()
+	o := collOp{k: coll.KindAlltoallv, name: name, el: el}
+	if err := c.checkColl(name); err != nil {
+		return o, err
+	}
 	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true)
 	if err != nil {
-		return err
+		return o, err
 	}
-	p := coll.Part{Recv: bytesOf(recv), RecvCounts: rc, RecvDispls: rd}
+	o.p = coll.Part{Recv: bytesOf(recv), RecvCounts: rc, RecvDispls: rd}
 	if send == nil {
-		p.Send, p.SendCounts, p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
-	} else {
-		sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false)
-		if err != nil {
-			return err
-		}
-		p.Send, p.SendCounts, p.SendDispls = bytesOf(send), sc, sd
-		if overlaps(p.Send, p.Recv) {
-			return overlapError(c, name)
-		}
+		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
+		return o, nil
 	}
-	return c.collective(c.parts().Alltoallv(c.rank, p, el), name)
+	sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false)
+	if err != nil {
+		return o, err
+	}
+	o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), sc, sd
+	if overlaps(o.p.Send, o.p.Recv) {
+		return o, overlapError(c, name)
+	}
+	return o, nil
 }
 
 // blocksOf checks the counts and displacements (in elements) of the blocks of a

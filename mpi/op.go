@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"unsafe"
@@ -18,6 +19,7 @@ import (
 //	Min, Max           integers, floats (NaN wins, as Go's min and max)
 //	Land, Lor, Lxor    integers (non-zero is true; the result is 1 or 0) and bool
 //	Band, Bor, Bxor    integers (byte is uint8)
+//	MinLoc, MaxLoc     value-index pairs (the Pair types of LocPair)
 //
 // Using one on another type is an ErrOp error naming the operation and the type.
 type Op struct{ d *opDef }
@@ -26,6 +28,7 @@ type opDef struct {
 	name        string
 	commutative bool
 	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte) // predefined: by element kind
+	pairs       map[reflect.Type]func(in, inout []byte)           // MinLoc, MaxLoc: by pair type
 	typ         reflect.Type                                      // NewOp: the element type
 	user        func(in, inout []byte)                            // NewOp: fn on bytes
 }
@@ -42,7 +45,34 @@ var (
 	Band = predefined("Band") // bitwise and
 	Bor  = predefined("Bor")  // bitwise or
 	Bxor = predefined("Bxor") // bitwise exclusive or
+
+	// MinLoc and MaxLoc reduce value-index pairs to the least (greatest) value and
+	// its index; among equal values, the lowest index, as MPI requires. Values are
+	// ordered as cmp.Compare orders them: a NaN below every number.
+	MinLoc = Op{&opDef{name: "MinLoc", commutative: true, pairs: map[reflect.Type]func(in, inout []byte){}}}
+	MaxLoc = Op{&opDef{name: "MaxLoc", commutative: true, pairs: map[reflect.Type]func(in, inout []byte){}}}
 )
+
+// Pair is a value and its index, the element of MinLoc and MaxLoc: a rank
+// reduces, say, a local minimum and where it lies to the global minimum and where
+// that lies. The reductions (Reduce, Allreduce, Scan, Exscan, ReduceScatter,
+// ReduceScatterBlock and their nonblocking forms) take the pairs of LocPair.
+type Pair[V interface{ integer | float }, I integer] struct {
+	Value V
+	Index I
+}
+
+// LocPair lists the Pair types: MPI's MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT,
+// MPI_2INT and MPI_SHORT_INT with their C layouts (an int32 index), and the same
+// values with a Go int index. MPI's MPI_LONG_DOUBLE_INT has no Go twin.
+type LocPair interface {
+	Pair[float32, int32] | Pair[float64, int32] | Pair[int64, int32] | Pair[int32, int32] | Pair[int16, int32] |
+		Pair[float32, int] | Pair[float64, int] | Pair[int64, int] | Pair[int32, int] | Pair[int, int]
+}
+
+// Reducible is what the reductions take: the element types, and the pairs of
+// MinLoc and MaxLoc.
+type Reducible interface{ Elem | LocPair }
 
 func predefined(name string) Op { return Op{&opDef{name: name, commutative: true}} }
 
@@ -53,7 +83,7 @@ func predefined(name string) Op { return Op{&opDef{name: name, commutative: true
 // pieces of the vectors, and on any rank's goroutine. A panic in fn becomes an
 // ErrOp error on every rank of the reduction. The Op works only with []T buffers
 // (ErrOp otherwise).
-func NewOp[T Elem](fn func(in, inout []T), commutative bool) Op {
+func NewOp[T Reducible](fn func(in, inout []T), commutative bool) Op {
 	d := &opDef{name: fmt.Sprintf("NewOp[%v]", reflect.TypeFor[T]()), commutative: commutative, typ: reflect.TypeFor[T]()}
 	if fn != nil {
 		d.user = func(in, inout []byte) { fn(view[T](in), view[T](inout)) }
@@ -84,6 +114,11 @@ func (op Op) kernel(t reflect.Type, call string, rank int) (func(in, inout []byt
 		return nil, errs.New(errs.Op, call, rank, "%s was made with a nil function", d.name)
 	case d.typ != nil:
 		return d.user, nil
+	case d.pairs != nil:
+		if f := d.pairs[t]; f != nil {
+			return f, nil
+		}
+		return nil, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on value-index pairs: the mpi.Pair types of mpi.LocPair)", d.name, t)
 	}
 	if f := d.kernels[t.Kind()]; f != nil {
 		return f, nil
@@ -102,6 +137,14 @@ var domains = map[string]string{
 func view[T any](b []byte) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(*new(T))))
 }
+
+// raw views a buffer of a reduction as its bytes (bytesOf, for pairs too).
+func raw[T Reducible](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(*new(T))))
+}
+
+// width is the size in bytes of one element of a reduction (sizeOf, for pairs too).
+func width[T Reducible]() int { return int(unsafe.Sizeof(*new(T))) }
 
 type integer interface {
 	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr
@@ -146,6 +189,38 @@ func init() {
 		a = a[:len(b)]
 		for i := range b {
 			b[i] = a[i] != b[i]
+		}
+	}
+	addLoc[float32, int32]()
+	addLoc[float64, int32]()
+	addLoc[int64, int32]()
+	addLoc[int32, int32]()
+	addLoc[int16, int32]()
+	addLoc[float32, int]()
+	addLoc[float64, int]()
+	addLoc[int64, int]()
+	addLoc[int32, int]()
+	addLoc[int, int]()
+}
+
+// addLoc defines MinLoc and MaxLoc on Pair[V, I].
+func addLoc[V integer | float, I integer]() {
+	t := reflect.TypeFor[Pair[V, I]]()
+	MinLoc.d.pairs[t] = func(in, inout []byte) { loc[V, I](in, inout, -1) }
+	MaxLoc.d.pairs[t] = func(in, inout []byte) { loc[V, I](in, inout, +1) }
+}
+
+// loc sets inout[i] to whichever of in[i] and inout[i] has the value that compares
+// as want (-1 the least, +1 the greatest), the lower index on a tie.
+func loc[V integer | float, I integer](in, inout []byte, want int) {
+	a, b := view[Pair[V, I]](in), view[Pair[V, I]](inout)
+	a = a[:len(b)]
+	for i := range b {
+		switch cmp.Compare(a[i].Value, b[i].Value) {
+		case want:
+			b[i] = a[i]
+		case 0:
+			b[i].Index = min(a[i].Index, b[i].Index)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package mpi
 import (
 	"errors"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/p2p"
@@ -26,13 +28,20 @@ const (
 // requests stay, inactive). Using a completed non-persistent request through another
 // copy of the pointer is an ErrRequest error, as is using a freed one.
 //
+// A nonblocking collective's Request (Ibarrier, Iallreduce, ...) works with all of
+// these, and its Status is empty, as a null request's; Cancel of one is an
+// ErrRequest error (MPI says it is erroneous), and Free lets the collective run to
+// its end unobserved.
+//
 // A Request is 320 bytes, a size class of whole cache lines, so that the engine's
 // request inside it starts on a line.
 type Request struct {
 	r          p2p.Request
 	c          *Comm
 	op         string
-	buf        []byte
+	bufp       *byte  // a point-to-point operation's buffer: a slice's capacity
+	blen       int    // would take nbc's room in the 320 bytes
+	nbc        *icoll // a nonblocking collective; nil for point-to-point
 	peer, tag  int32
 	mode       p2p.Mode
 	recv       bool
@@ -42,7 +51,7 @@ type Request struct {
 }
 
 func newRequest(c *Comm, op string, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
-	r := &Request{c: c, op: op, buf: b, peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
+	r := &Request{c: c, op: op, bufp: unsafe.SliceData(b), blen: len(b), peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
 	if persistent {
 		r.state = inactive
 	}
@@ -55,11 +64,12 @@ func (r *Request) start() error {
 	r.r.Reset()
 	r.state = active
 	peer, tag := int(r.peer), int(r.tag)
+	buf := unsafe.Slice(r.bufp, r.blen)
 	if r.recv {
-		c.core.Irecv(c.rank, r.buf, peer, tag, &r.r)
+		c.core.Irecv(c.rank, buf, peer, tag, &r.r)
 		return nil
 	}
-	if err := c.core.Isend(c.rank, r.buf, peer, tag, r.mode, &r.r); err != nil {
+	if err := c.core.Isend(c.rank, buf, peer, tag, r.mode, &r.r); err != nil {
 		r.state = inactive
 		return c.failed(err, r.op, peer, tag)
 	}
@@ -163,10 +173,24 @@ func (r *Request) acquire(op string) error {
 
 func (r *Request) release() { r.busy.Store(false) }
 
+// done reports whether the operation has completed.
+func (r *Request) done() bool {
+	if r.nbc != nil {
+		return r.nbc.over.Load()
+	}
+	return r.r.Done()
+}
+
 // finish turns the outcome of a completed operation into the caller's status and
 // error, and retires the request (inactive if persistent, else consumed). err, if not
 // nil, is why waiting stopped.
 func (r *Request) finish(err error) (Status, error) {
+	if r.nbc != nil {
+		r.state = consumed
+		s := nullStatus
+		s.Err = r.nbc.err
+		return s, r.nbc.err
+	}
 	st, rerr := r.r.Result()
 	if err == nil {
 		err = rerr
@@ -201,6 +225,10 @@ func (r *Request) Wait() (Status, error) {
 	if r.state == inactive {
 		return nullStatus, nil
 	}
+	if r.nbc != nil {
+		<-r.nbc.done
+		return r.finish(nil)
+	}
 	return r.finish(r.c.self().Wait(&r.r))
 }
 
@@ -216,6 +244,13 @@ func (r *Request) Test() (Status, bool, error) {
 	if r.state == inactive {
 		return nullStatus, true, nil
 	}
+	if r.nbc != nil {
+		if !r.nbc.over.Load() {
+			return Status{}, false, nil
+		}
+		st, err := r.finish(nil)
+		return st, true, err
+	}
 	r.c.self().Progress()
 	if !r.r.Done() {
 		if r.c.core.World.Cause() == nil {
@@ -230,7 +265,8 @@ func (r *Request) Test() (Status, bool, error) {
 
 // Cancel asks to cancel the operation; it succeeds when no receive (for a send) or no
 // message (for a receive) has matched it yet, and Status.Cancelled then says so.
-// The request must still be completed with Wait or Test.
+// The request must still be completed with Wait or Test. Cancelling a nonblocking
+// collective is an ErrRequest error: the other ranks take part in it regardless.
 func (r *Request) Cancel() error {
 	if r == nil {
 		return errs.New(errs.Request, "Cancel", NoValue, "the request is nil (MPI_REQUEST_NULL)")
@@ -242,12 +278,16 @@ func (r *Request) Cancel() error {
 	if r.state != active {
 		return errs.New(errs.Request, "Cancel", r.c.rank, "the persistent %s request is not started", r.op)
 	}
+	if r.nbc != nil {
+		return errs.New(errs.Request, "Cancel", r.c.rank, "%s is a nonblocking collective, which MPI does not let a rank cancel", r.op)
+	}
 	p2p.Cancel(&r.r)
 	return nil
 }
 
 // Free releases the request. An operation in progress still completes (a send still
-// delivers), but nobody can wait for it any more.
+// delivers, a nonblocking collective still runs with the other ranks), but nobody
+// can wait for it any more.
 func (r *Request) Free() error {
 	if r == nil {
 		return errs.New(errs.Request, "Free", NoValue, "the request is nil (MPI_REQUEST_NULL)")
@@ -321,7 +361,7 @@ func Waitall(reqs ...*Request) ([]Status, error) {
 func Testall(reqs ...*Request) ([]Status, bool, error) {
 	progress(reqs)
 	for _, r := range reqs {
-		if r != nil && r.state == active && !r.r.Done() && r.c.core.World.Cause() == nil {
+		if r != nil && r.state == active && !r.done() && r.c.core.World.Cause() == nil {
 			return nil, false, nil
 		}
 	}
@@ -369,14 +409,7 @@ func Waitany(reqs ...*Request) (int, Status, error) {
 	if err != nil || len(idx) == 0 {
 		return Undefined, nullStatus, err
 	}
-	prs := make([]*p2p.Request, len(idx))
-	for k, i := range idx {
-		prs[k] = &reqs[i].r
-	}
-	k, werr := reqs[idx[0]].c.self().WaitAny(prs)
-	if werr != nil {
-		k = 0
-	}
+	k, werr := waitAny(reqs, idx)
 	for kk, i := range idx {
 		if kk != k {
 			reqs[i].release()
@@ -387,6 +420,73 @@ func Waitany(reqs ...*Request) (int, Status, error) {
 	reqs[i].release()
 	retire(reqs, i)
 	return i, st, err
+}
+
+// waitAny waits until one of reqs[idx] completes and returns its place in idx; at
+// the job's end, the place of one to finish with the error. Point-to-point requests alone park on the
+// engine; nonblocking collectives ring a doorbell when they end. The engine's
+// requests ring only their own waiters, so in a mix of both kinds the
+// point-to-point ones are polled, less and less often (up to every millisecond).
+func waitAny(reqs []*Request, idx []int) (int, error) {
+	colls := 0
+	for _, i := range idx {
+		if reqs[i].nbc != nil {
+			colls++
+		}
+	}
+	ep := reqs[idx[0]].c.self()
+	if colls == 0 {
+		prs := make([]*p2p.Request, len(idx))
+		for k, i := range idx {
+			prs[k] = &reqs[i].r
+		}
+		k, err := ep.WaitAny(prs)
+		if err != nil {
+			k = 0
+		}
+		return k, err
+	}
+	bell := make(chan struct{}, 1)
+	for _, i := range idx {
+		if nb := reqs[i].nbc; nb != nil {
+			nb.watch.Store(&bell)
+			defer nb.watch.CompareAndSwap(&bell, nil)
+		}
+	}
+	var timer *time.Timer
+	pause := time.Microsecond
+	for {
+		if colls < len(idx) {
+			ep.Progress()
+		}
+		for k, i := range idx {
+			if reqs[i].done() {
+				return k, nil
+			}
+		}
+		if colls == len(idx) {
+			<-bell
+			continue
+		}
+		if ep.World.Cause() != nil { // the job ended: settle a point-to-point request as Wait does
+			for k, i := range idx {
+				if reqs[i].nbc == nil {
+					return k, ep.Wait(&reqs[i].r)
+				}
+			}
+		}
+		if timer == nil {
+			timer = time.NewTimer(pause)
+			defer timer.Stop()
+		} else {
+			timer.Reset(pause)
+		}
+		select { // since Go 1.23 a Reset timer never delivers a stale tick
+		case <-bell:
+		case <-timer.C:
+		}
+		pause = min(2*pause, time.Millisecond)
+	}
 }
 
 // Waitsome waits until at least one request completes and returns the indices and
@@ -411,7 +511,7 @@ func Testany(reqs ...*Request) (index int, st Status, ok bool, err error) {
 	progress(reqs)
 	index, ok, st = Undefined, len(idx) == 0, nullStatus
 	for _, i := range idx {
-		if !ok && reqs[i].r.Done() {
+		if !ok && reqs[i].done() {
 			st, err = reqs[i].finish(nil)
 			index, ok = i, true
 		}
@@ -434,7 +534,7 @@ func Testsome(reqs ...*Request) ([]int, []Status, error) {
 	var sts []Status
 	var all []error
 	for _, i := range idx {
-		if reqs[i].r.Done() {
+		if reqs[i].done() {
 			st, err := reqs[i].finish(nil)
 			if err != nil {
 				all = append(all, err)

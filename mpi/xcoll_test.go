@@ -25,6 +25,18 @@ func init() {
 		}
 		return mpi.Allreduce(c, []int64{1}, make([]int64, 1), mpi.Sum)
 	}
+	helpers["icolldie"] = func(c *mpi.Comm) error {
+		// The last rank's proc exits while the others wait for an Iallreduce.
+		if c.Rank() == c.Size()-1 {
+			os.Exit(3)
+		}
+		req, err := mpi.Iallreduce(c, []int64{1}, make([]int64, 1), mpi.Sum)
+		if err != nil {
+			return err
+		}
+		_, err = req.Wait()
+		return err
+	}
 }
 
 // xcollSizes are the vector lengths the collectives are checked with.
@@ -49,6 +61,9 @@ func collSuite(c *mpi.Comm) error {
 		{"gatherv", checkGatherv},
 		{"alltoall", checkAlltoall},
 		{"scan", checkScan},
+		{"nonblocking", checkNonblocking},
+		{"reducescatter", checkReduceScatter},
+		{"minloc", checkLocPairs},
 		{"errors", checkCollErrors},
 		{"mismatch", checkMismatch},
 		{"dup", checkDup},
@@ -391,6 +406,10 @@ func TestMultiProcColl(t *testing.T) {
 // TestWeftRunCollDeath: a proc that dies while the others wait in a collective
 // across procs ends the job; nobody waits for it.
 func TestWeftRunCollDeath(t *testing.T) { weftRunDeath(t, "colldie") }
+
+// TestWeftRunIcollDeath: the same with the others waiting for a nonblocking
+// collective.
+func TestWeftRunIcollDeath(t *testing.T) { weftRunDeath(t, "icolldie") }
 
 // value is element i of the block rank from sends to rank to, for the checks of
 // the data-moving collectives: every block's content shows where it came from.

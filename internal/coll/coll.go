@@ -16,6 +16,9 @@
 // every waiter of the job queue on, and contend for, that one channel's lock).
 // Job.Abort instead releases every episode in flight in the job's communicators
 // with ErrAborted.
+//
+// A rank's nonblocking collectives wait in its Queue (queue.go) until those it
+// issued before are over, so that its episodes start in call order.
 package coll
 
 import (
@@ -105,6 +108,8 @@ type rankState struct {
 	src unsafe.Pointer // reduction: its contribution
 	dst unsafe.Pointer // reduction: its receive buffer (root or every rank)
 	len int            // reduction: its contribution's length in bytes
+
+	queue atomic.Pointer[Queue] // its nonblocking collectives, once it issued one (queue.go)
 }
 
 // New returns the collective state of a communicator of n ranks of job j. spin is
@@ -153,6 +158,7 @@ const (
 	KindScan               = scan
 	KindExscan             = exscan
 	KindReduceScatterBlock = reduceScatterBlock
+	KindReduceScatter      = reduceScatter
 )
 
 func (k kind) String() string {

@@ -9,7 +9,8 @@ import (
 )
 
 // The data-movement collectives and the prefix reductions: Gather, Scatter,
-// Allgather, Alltoall (and their v-variants), Scan, Exscan and ReduceScatterBlock.
+// Allgather, Alltoall (and their v-variants), Scan, Exscan, ReduceScatterBlock and
+// ReduceScatter.
 //
 // They share one protocol on the episode machinery. Each rank joins its episode,
 // publishes its buffers (and, for the v-variants, its counts and displacements) in
@@ -42,12 +43,13 @@ const (
 	scan
 	exscan
 	reduceScatterBlock
+	reduceScatter
 )
 
 var moreNames = map[kind]string{
 	gather: "Gather", gatherv: "Gatherv", scatter: "Scatter", scatterv: "Scatterv",
 	allgather: "Allgather", allgatherv: "Allgatherv", alltoall: "Alltoall", alltoallv: "Alltoallv",
-	scan: "Scan", exscan: "Exscan", reduceScatterBlock: "ReduceScatterBlock",
+	scan: "Scan", exscan: "Exscan", reduceScatterBlock: "ReduceScatterBlock", reduceScatter: "ReduceScatter",
 }
 
 func (k kind) more() string {
@@ -161,6 +163,13 @@ func (c *Comm) Exscan(rank int, p Part, elem int, fn func(in, inout []byte)) err
 // block r of every rank's Send (SendBlock bytes each, the same on every rank).
 func (c *Comm) ReduceScatterBlock(rank int, p Part, elem int, fn func(in, inout []byte)) error {
 	return c.exchange(reduceScatterBlock, rank, 0, elem, fn, p)
+}
+
+// ReduceScatter is ReduceScatterBlock with blocks of their own sizes: rank r's Recv
+// gets the reduction of block r of every rank's Send (SendCounts, SendDispls), which
+// every rank must give alike.
+func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(reduceScatter, rank, 0, elem, fn, p)
 }
 
 // exchange runs one collective of this file: publish, check, work, leave together.
@@ -278,6 +287,14 @@ func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
 				return fault(errs.Count, j, "rank 0 has %d elements, rank %d has %d", el(a), j, el(b))
 			}
 		}
+	case reduceScatter:
+		for j := range ps {
+			for i := range ps[j].SendCounts {
+				if a, b := ps[0].SendCounts[i], ps[j].SendCounts[i]; a != b {
+					return fault(errs.Count, j, "block %d has %d elements on rank 0 but %d on rank %d", i, el(a), el(b), j)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -299,7 +316,7 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byt
 		for j := range ps {
 			move(me.recvBlock(j), ps[j].sendBlock(rank))
 		}
-	case scan, exscan, reduceScatterBlock:
+	case scan, exscan, reduceScatterBlock, reduceScatter:
 		defer func() {
 			if p := recover(); p != nil {
 				fault = &errs.Error{Class: errs.Op, Op: k.String(), Peer: errs.None, Tag: errs.None,
@@ -318,7 +335,7 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byt
 			}
 			acc, in, top = me.Recv[:len(me.Send)], func(j int) []byte { return ps[j].Send }, rank-1
 		default:
-			acc, in, top = me.Recv[:me.SendBlock], func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps)-1
+			acc, in, top = me.Recv[:me.sendCount(rank)], func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps)-1
 		}
 		move(acc, in(top))
 		for j := top - 1; j >= 0; j-- {

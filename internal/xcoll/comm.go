@@ -120,6 +120,13 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 // Local returns the number of ranks in this proc.
 func (c *Comm) Local() int { return len(c.members[c.me]) }
 
+// Queued returns the queue of rank's nonblocking collectives on c (see
+// coll.Queue), or nil if it has none; the local collectives' state keeps it.
+func (c *Comm) Queued(rank int) *coll.Queue { return c.local.Queued(c.lrank[rank]) }
+
+// Queue returns the queue of rank's nonblocking collectives on c, made on first use.
+func (c *Comm) Queue(rank int) *coll.Queue { return c.local.Queue(c.lrank[rank]) }
+
 // call is one rank's collective call.
 type call struct {
 	c          *Comm

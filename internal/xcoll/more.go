@@ -10,7 +10,7 @@ import (
 )
 
 // The collectives of this file (Scatter, Alltoall, the v-forms, Scan, Exscan,
-// ReduceScatterBlock) move blocks of their own sizes between ranks, which a local
+// ReduceScatterBlock, ReduceScatter) move blocks of their own sizes between ranks, which a local
 // Gather of equal blocks cannot carry to the leader. They share one shape instead:
 // every rank of a proc publishes its coll.Part (buffers, counts, displacements) in
 // the communicator's slot for the collective and meets the others in a local
@@ -123,6 +123,13 @@ func (c *Comm) Exscan(rank int, p coll.Part, elem int, fn Fn) error {
 // proc index 0 computes every block and sends each proc its ranks' blocks.
 func (c *Comm) ReduceScatterBlock(rank int, p coll.Part, elem int, fn Fn) error {
 	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, p, (*call).prefix)
+}
+
+// ReduceScatter is ReduceScatterBlock with blocks of their own sizes (SendCounts,
+// SendDispls): proc index 0 cuts the blocks as rank 0's counts say, and each
+// leader checks that its ranks' blocks have the lengths their own counts say.
+func (c *Comm) ReduceScatter(rank int, p coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, p, (*call).prefix)
 }
 
 // scatter is the leaders' share of Scatter(v): see Scatter.
@@ -290,7 +297,7 @@ func (o *call) blocksFrom(i, want int, err error, use func(k int, b []byte) erro
 	return err
 }
 
-// prefix is the leaders' share of Scan, Exscan and ReduceScatterBlock: every
+// prefix is the leaders' share of Scan, Exscan and ReduceScatter(Block): every
 // rank's send to proc index 0, which computes every rank's result (results) and
 // sends each proc's leader those of its ranks.
 func (o *call) prefix(ps []coll.Part, err error) error {
@@ -306,7 +313,7 @@ func (o *call) prefix(ps []coll.Part, err error) error {
 		if err == nil {
 			var x [][]byte
 			if x, err = o.byRank(blobs); err == nil {
-				res, err = o.results(x)
+				res, err = o.results(x, &ps[0])
 			}
 		}
 		for i := 1; i < len(c.procs); i++ {
@@ -328,7 +335,10 @@ func (o *call) prefix(ps []coll.Part, err error) error {
 		}
 	}
 	for i := 0; err == nil && i < len(ps); i++ {
-		if b := res[i]; len(b) > len(ps[i].Recv) {
+		b := res[i]
+		if o.k == coll.KindReduceScatter && len(b) != ps[i].SendCountOf(mine[i]) {
+			err = o.fault(errs.Count, 0, "rank %d counts %d elements in its block, rank 0 counts %d", mine[i], o.els(ps[i].SendCountOf(mine[i])), o.els(len(b)))
+		} else if len(b) > len(ps[i].Recv) {
 			err = o.fault(errs.Count, errs.None, "the receive buffer of rank %d holds %d elements, fewer than the %d of its result", mine[i], o.els(len(ps[i].Recv)), o.els(len(b)))
 		} else {
 			coll.Move(ps[i].Recv[:len(b)], b)
@@ -337,9 +347,10 @@ func (o *call) prefix(ps []coll.Part, err error) error {
 	return err
 }
 
-// results computes every rank's result of Scan, Exscan or ReduceScatterBlock from
-// every rank's send, x[r], folding in rank order as internal/coll does.
-func (o *call) results(x [][]byte) ([][]byte, error) {
+// results computes every rank's result of Scan, Exscan or ReduceScatter(Block) from
+// every rank's send, x[r], folding in rank order as internal/coll does; ref is rank
+// 0's part, whose counts cut the blocks of ReduceScatter.
+func (o *call) results(x [][]byte, ref *coll.Part) ([][]byte, error) {
 	n := o.c.n
 	for r := range x {
 		if a, b := len(x[0]), len(x[r]); a != b {
@@ -350,12 +361,16 @@ func (o *call) results(x [][]byte) ([][]byte, error) {
 		}
 	}
 	res := make([][]byte, n)
-	if o.k == coll.KindReduceScatterBlock {
+	if o.k == coll.KindReduceScatterBlock || o.k == coll.KindReduceScatter {
 		m := len(x[0]) / n
+		block := func(b []byte, r int) []byte { return b[r*m : (r+1)*m] }
+		if o.k == coll.KindReduceScatter {
+			block = func(b []byte, r int) []byte { return b[ref.SendDispls[r] : ref.SendDispls[r]+ref.SendCounts[r]] }
+		}
 		for r := range n {
-			acc := slices.Clone(x[n-1][r*m : (r+1)*m])
+			acc := slices.Clone(block(x[n-1], r))
 			for j := n - 2; j >= 0; j-- {
-				if err := o.combine(o.fn, x[j][r*m:(r+1)*m], acc); err != nil {
+				if err := o.combine(o.fn, block(x[j], r), acc); err != nil {
 					return nil, err
 				}
 			}

@@ -159,6 +159,24 @@ func TestMoreCollectives(t *testing.T) {
 				if !bytes.Equal(got, []byte{byte(r), byte(n)}) {
 					return fmt.Errorf("ReduceScatterBlock: %v, want [%d %d]", got, r, n)
 				}
+				// ReduceScatter: block j has j%3 elements of two bytes (some none),
+				// one after the other; each element is (10r+j, 1) on rank r.
+				counts, displs, total := make([]int, n), make([]int, n), 0
+				send = send[:0]
+				for j := range n {
+					counts[j], displs[j] = 2*(j%3), total
+					total += counts[j]
+					for range j % 3 {
+						send = append(send, byte(r*10+j), 1)
+					}
+				}
+				got = slices.Repeat([]byte{99}, counts[r]+1)
+				if err := c.ReduceScatter(r, coll.Part{Send: send, Recv: got, SendCounts: counts, SendDispls: displs}, 2, firstFn); err != nil {
+					return err
+				}
+				if want := append(slices.Repeat([]byte{byte(r), byte(n)}, r%3), 99); !bytes.Equal(got, want) {
+					return fmt.Errorf("ReduceScatter: %v, want %v", got, want)
+				}
 				return nil
 			}))
 		})
@@ -192,10 +210,22 @@ func moreMismatch(c *Comm, r, n int) error {
 	if err := c.Scan(r, coll.Part{Send: make([]byte, m), Recv: make([]byte, m)}, 1, firstFn); classOf(err, r) != errs.Count {
 		return fmt.Errorf("Scan with rank %d's length differing: %v, want a Count error", n-1, err)
 	}
+	// ReduceScatter: the last rank counts its own block one element longer
+	// (the same total): its proc finds it; the others may not be told.
+	counts, displs := make([]int, n), make([]int, n)
+	for j := range n {
+		counts[j], displs[j] = 2, 2*j
+	}
+	if r == n-1 && n > 1 {
+		counts[n-2], counts[n-1], displs[n-1] = 1, 3, 2*n-3
+	}
+	err := c.ReduceScatter(r, coll.Part{Send: make([]byte, 2*n), Recv: make([]byte, 3), SendCounts: counts, SendDispls: displs}, 1, firstFn)
+	if cl := classOf(err, r); procOf[r] == procOf[n-1] && cl != errs.Count || err != nil && cl != errs.Count {
+		return fmt.Errorf("ReduceScatter with rank %d's counts differing: %v, want a Count error", n-1, err)
+	}
 	// Gatherv: the root's proc finds that the last rank sends too much (the
 	// senders are not told).
 	root := 0
-	counts, displs := make([]int, n), make([]int, n)
 	for j := range n {
 		counts[j], displs[j] = 2, 2*j
 	}
@@ -203,7 +233,7 @@ func moreMismatch(c *Comm, r, n int) error {
 	if r == root {
 		p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, 2*n), counts, displs
 	}
-	err := c.Gatherv(r, p, 1, root)
+	err = c.Gatherv(r, p, 1, root)
 	if cl := classOf(err, r); procOf[r] == procOf[root] && cl != errs.Truncate || err != nil && cl != errs.Truncate {
 		return fmt.Errorf("Gatherv with rank %d sending too much: %v, want a Truncate error", n-1, err)
 	}
