@@ -1,5 +1,6 @@
 // Command weft is Weft's one command line tool: it starts jobs of many processes
-// (weft run) and describes this build (weft info).
+// (weft run), runs the benchmark suites beside the C MPIs (weft bench) and
+// describes this build (weft info).
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"runtime/debug"
 	"text/tabwriter"
 
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -19,6 +21,9 @@ Usage:
   weft run -n N [options] PROGRAM [ARGS...]
                   start a job of N ranks as OS processes, here or on other hosts
                   (weft run --help for the options)
+  weft bench SUITE... | all [options]
+                  run benchmark suites beside MPICH and Open MPI and report the ratios
+                  (weft bench list for the suites, weft bench --help for the options)
   weft info       print the version, build, thread levels, transports and every tunable
   weft version    print the version
   weft help       print this help
@@ -40,6 +45,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runJob(args[1:], os.Stdin, stdout, stderr)
+	case "bench":
+		return runBench(args[1:], stdout, stderr)
+	case bench.WorkerCommand:
+		// weft bench's own child: Weft's side of one run of a suite.
+		bench.Work(suites, args[1:])
 	case "info":
 		info(stdout)
 	case "version", "-version", "--version":

@@ -10,6 +10,8 @@
 //
 // bench, impl, metric, value and unit are always present; every other key
 // (size, pairs, mode, root, ranks, ...) is part of the row the value belongs to.
+// The runner files each line under the implementation it ran, whatever impl
+// the line names, and ignores every other line of output.
 package bench
 
 import (
@@ -52,6 +54,23 @@ type Test struct {
 	Weft bool
 	// Timeout bounds one run of one implementation (0: the runner's default).
 	Timeout time.Duration
+	// Fields are key, value pairs the runner puts before the printed row
+	// fields of every result line of this test, so that runs with alike Args
+	// land in rows of their own (path=tcp beside path=shm, limit=65536).
+	Fields []string
+	// Env holds NAME=VALUE settings for Weft's side of the test (a tunable
+	// under study, for example WEFT_NET_EAGER_LIMIT=16384).
+	Env []string
+	// TCP starts the peers on their TCP paths, as if each process were on a
+	// host of its own (MPICH: UCX over TCP, no shared memory; Open MPI: the
+	// tcp BTL). Weft's processes always talk over TCP.
+	TCP bool
+	// Lines is how many result lines one run prints. A peer's run that has
+	// printed them and has not exited 3 s later is ended and its results are
+	// kept (MPICH with UCX over TCP hangs in MPI_Finalize from 6 processes
+	// on, openucx/ucx#8738). Weft's runs, and every run when 0, must exit by
+	// themselves.
+	Lines int
 }
 
 // Plot is one figure drawn from result lines: metric against the numeric

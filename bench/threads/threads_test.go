@@ -1,0 +1,294 @@
+package threads
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/weft-mpi/weft/mpi"
+)
+
+// line is one parsed result line: its fields in order.
+type line struct {
+	keys   []string
+	fields map[string]string
+}
+
+// parseLines reads result lines, failing the test on anything else.
+func parseLines(t *testing.T, out string) []line {
+	t.Helper()
+	var ls []line
+	for _, s := range strings.Split(strings.TrimSpace(out), "\n") {
+		l := line{fields: map[string]string{}}
+		for _, kv := range strings.Fields(s) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || v == "" || l.fields[k] != "" {
+				t.Fatalf("bad field %q in line %q", kv, s)
+			}
+			l.keys = append(l.keys, k)
+			l.fields[k] = v
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// arg returns the value of flag name in args, or def.
+func arg(args []string, name, def string) string {
+	if i := slices.Index(args, "-"+name); i >= 0 {
+		return args[i+1]
+	}
+	return def
+}
+
+// metrics are the summary metrics each test must print.
+var metrics = map[string][]string{
+	"overhead":   {"latency"},
+	"latency":    {"latency"},
+	"bw":         {"bandwidth"},
+	"msgrate":    {"rate"},
+	"shortlong":  {"short_mean", "short_max", "long"},
+	"overlap":    {"time", "comm", "overlap"},
+	"allreduce":  {"time"},
+	"hidden":     {"compute", "time"},
+	"latency_mt": {"latency"},
+}
+
+func runBody(ranks int, args []string, opts ...mpi.Option) (string, error) {
+	var out bytes.Buffer
+	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) }, opts...)
+	return out.String(), err
+}
+
+// checkLines checks the lines of one test: the row's fields, positive values,
+// every summary metric once and, for shortlong, one line per iteration in order.
+func checkLines(t *testing.T, args []string, ls []line, impl string) {
+	t.Helper()
+	test := arg(args, "test", "")
+	mode := arg(args, "mode", "T")
+	seen := map[string]int{}
+	iters := 0
+	for _, l := range ls {
+		f := l.fields
+		if f["bench"] != "threads" || f["impl"] != impl || f["test"] != test || f["mode"] != mode {
+			t.Errorf("%v: line %v: want bench=threads impl=%s test=%s mode=%s", args, f, impl, test, mode)
+		}
+		for _, k := range []string{"pairs", "threads", "comms", "workers", "size"} {
+			if want := arg(args, k, ""); want != "" && f[k] != want {
+				t.Errorf("%v: line %v: %s=%s, want %s", args, f, k, f[k], want)
+			}
+		}
+		v, err := strconv.ParseFloat(f["value"], 64)
+		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v < 0 || v == 0 && f["unit"] != "percent" || f["unit"] == "" {
+			t.Errorf("%v: line %v: want a positive value and a unit", args, f)
+		}
+		if f["unit"] == "percent" && v > 100 && f["metric"] == "overlap" {
+			t.Errorf("%v: overlap %v%% is above 100", args, v)
+		}
+		if it, ok := f["iter"]; ok {
+			if f["metric"] != "short" || it != strconv.Itoa(iters) {
+				t.Errorf("%v: line %v: want metric=short iter=%d", args, f, iters)
+			}
+			iters++
+			continue
+		}
+		seen[f["metric"]]++
+	}
+	for _, m := range metrics[test] {
+		if seen[m] != 1 {
+			t.Errorf("%v: metric %s printed %d times, want once", args, m, seen[m])
+		}
+	}
+	if want := arg(args, "iters", ""); test == "shortlong" && strconv.Itoa(iters) != want {
+		t.Errorf("%v: %d per-iteration lines, want %s", args, iters, want)
+	}
+}
+
+// TestQuickTests runs every quick test of the suite as the runner does (all
+// ranks in one process) and checks what rank 0 printed.
+func TestQuickTests(t *testing.T) {
+	ts := Suite.Tests(true)
+	tested := map[string]bool{}
+	for _, tc := range ts {
+		out, err := runBody(tc.Ranks, tc.Args)
+		if err != nil {
+			t.Errorf("%v: %v", tc.Args, err)
+			continue
+		}
+		checkLines(t, tc.Args, parseLines(t, out), "weft")
+		tested[arg(tc.Args, "test", "")+" "+arg(tc.Args, "mode", "T")] = true
+	}
+	for test := range metrics {
+		for _, mode := range []string{"P", "T"} {
+			if !tested[test+" "+mode] && test != "latency_mt" {
+				t.Errorf("the quick tests lack %s in mode %s", test, mode)
+			}
+		}
+	}
+	if !tested["latency_mt T"] {
+		t.Error("the quick tests lack latency_mt")
+	}
+	if full := Suite.Tests(false); len(full) <= len(ts) {
+		t.Errorf("the full suite has %d tests, the quick one %d", len(full), len(ts))
+	}
+}
+
+func TestBadArgs(t *testing.T) {
+	for _, tc := range []struct {
+		ranks int
+		args  []string
+		want  string // in the error
+	}{
+		{2, []string{"-test", "overhead", "-bogus", "1"}, "-bogus"},
+		{2, []string{"-test", "overhead", "-size", "x"}, "-size"},
+		{2, []string{"-test", "nosuch"}, "-test"},
+		{2, []string{}, "-test"},
+		{2, []string{"-test", "overhead", "extra"}, "extra"},
+		{2, []string{"-test", "overhead", "-mode", "Q"}, "-mode"},
+		{2, []string{"-test", "latency_mt", "-mode", "P"}, "-mode P"},
+		{2, []string{"-test", "overhead", "-pairs", "2"}, "-pairs"},
+		{2, []string{"-test", "bw", "-pairs", "0"}, "-pairs"},
+		{2, []string{"-test", "bw", "-threads", "65"}, "-threads"},
+		{2, []string{"-test", "bw", "-size", "-2"}, "-size"},
+		{2, []string{"-test", "bw", "-iters", "-1"}, "-iters"},
+		{2, []string{"-test", "overlap", "-work", "0"}, "-work"},
+		{2, []string{"-test", "allreduce", "-mode", "T", "-size", "12"}, "-size"},
+		{2, []string{"-test", "shortlong", "-size", "0"}, "-size"},
+		{3, []string{"-test", "overhead"}, "needs 2 ranks"},
+		{2, []string{"-test", "msgrate", "-mode", "P", "-pairs", "2"}, "needs 4 ranks"},
+		{1, []string{"-test", "overlap"}, "at least 2 ranks"},
+	} {
+		out, err := runBody(tc.ranks, tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v on %d ranks: error %v, want one naming %q", tc.args, tc.ranks, err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%v: printed %q before failing", tc.args, out)
+		}
+	}
+	_, err := runBody(2, []string{"-test", "msgrate", "-mode", "T"}, mpi.WithThreadLevel(mpi.ThreadFunneled))
+	if err == nil || !strings.Contains(err.Error(), "thread level multiple") {
+		t.Errorf("mode T at thread level funneled: error %v, want one asking for multiple", err)
+	}
+}
+
+// TestTeamAbortsOnFailure checks that a goroutine's failure ends the job: its
+// partner in the other rank would otherwise wait for it forever.
+func TestTeamAbortsOnFailure(t *testing.T) {
+	broken := errors.New("broken stream")
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		return team(c, 2, func(k int) error {
+			if c.Rank() == 0 && k == 0 {
+				return broken
+			}
+			_, err := mpi.Recv(c, []byte(nil), 1-c.Rank(), k)
+			return err
+		})
+	})
+	if !errors.Is(err, broken) || !errors.Is(err, mpi.ErrAborted) {
+		t.Fatalf("Run returned %v, want the stream's error and ErrAborted", err)
+	}
+}
+
+func TestCheckStamp(t *testing.T) {
+	err := mpi.Run(2, func(c *mpi.Comm) error {
+		buf := []byte{7, 0}
+		if c.Rank() == 0 {
+			return mpi.Send(c, buf, 1, 0)
+		}
+		st, err := mpi.Recv(c, buf, 0, 0)
+		if err != nil {
+			return err
+		}
+		if err := checkStamp(st, buf, 7); err != nil {
+			return fmt.Errorf("the right stamp: %v", err)
+		}
+		if checkStamp(st, buf, 8) == nil || checkStamp(st, buf[:1], 7) == nil {
+			return errors.New("checkStamp accepted a wrong stamp or length")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNeighbours checks that the grid is periodic and symmetric: the right
+// neighbour's left neighbour is the rank itself, and so on.
+func TestNeighbours(t *testing.T) {
+	for _, size := range []int{2, 3, 4, 6, 9, 12} {
+		for r := range size {
+			nb := neighbours(r, size)
+			for d, n := range nb {
+				if n < 0 || n >= size || neighbours(n, size)[d^1] != r {
+					t.Errorf("size %d rank %d: neighbour %d in direction %d does not point back", size, r, n, d)
+				}
+			}
+		}
+	}
+	if got := neighbours(0, 4); got != [4]int{1, 1, 2, 2} {
+		t.Errorf("neighbours of 0 on a 2x2 grid: %v", got)
+	}
+}
+
+// TestTwin builds the C twin with MPICH and checks that it prints the same
+// fields as the Weft body for the same arguments.
+func TestTwin(t *testing.T) {
+	mpicc, err1 := exec.LookPath("mpicc.mpich")
+	mpiexec, err2 := exec.LookPath("mpiexec.mpich")
+	if err1 != nil || err2 != nil {
+		t.Skip("mpicc.mpich or mpiexec.mpich not found: the C twin is not checked")
+	}
+	bin := filepath.Join(t.TempDir(), "threads")
+	if out, err := exec.Command(mpicc, "-O2", "-Wall", "-Werror", "-o", bin, "../peers/threads.c", "-lpthread").CombinedOutput(); err != nil {
+		t.Fatalf("building threads.c: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"-test", "msgrate", "-mode", "T", "-pairs", "2", "-iters", "2000"},
+		{"-test", "overhead", "-mode", "P", "-size", "16", "-iters", "500"},
+		{"-test", "overlap", "-mode", "T", "-iters", "10", "-work", "50"},
+		{"-test", "hidden", "-mode", "T", "-iters", "5"},
+		{"-test", "allreduce", "-mode", "T", "-comms", "2", "-iters", "20"},
+		{"-test", "latency_mt", "-iters", "500"},
+	} {
+		cmd := exec.Command(mpiexec, append([]string{"-n", "2", bin}, append(args, "-impl", "mpich")...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr.Bytes())
+		}
+		c := parseLines(t, string(out))
+		checkLines(t, args, c, "mpich")
+		weft, err := runBody(2, args)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		w := parseLines(t, weft)
+		if len(c) != len(w) {
+			t.Fatalf("%v: the twin printed %d lines, Weft %d", args, len(c), len(w))
+		}
+		for i := range c {
+			for _, k := range w[i].keys {
+				if k != "impl" && k != "value" && c[i].fields[k] != w[i].fields[k] {
+					t.Errorf("%v line %d: the twin has %s=%q, Weft %q", args, i, k, c[i].fields[k], w[i].fields[k])
+				}
+			}
+			if !slices.Equal(c[i].keys, w[i].keys) {
+				t.Errorf("%v line %d: the twin's fields are %v, Weft's %v", args, i, c[i].keys, w[i].keys)
+			}
+		}
+	}
+	// a bad flag is refused with the flag's name and status 2, as Weft refuses it
+	out, err := exec.Command(mpiexec, "-n", "2", bin, "-test", "bw", "-bogus", "1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-bogus") {
+		t.Errorf("the twin with -bogus: %v\n%s", err, out)
+	}
+}
