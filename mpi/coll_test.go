@@ -260,6 +260,41 @@ func TestReduceNonCommutative(t *testing.T) {
 	}
 }
 
+// TestBcastPipelines: the root of a small Bcast does not wait for the others, so
+// it can run broadcasts ahead of ranks that have not called them yet, and each
+// still gets every value in order. (A large one's root waits: TestCollErrors.)
+func TestBcastPipelines(t *testing.T) {
+	const ahead = 5
+	mustRun(t, 3, func(c *mpi.Comm) error {
+		if c.Rank() == 0 {
+			for i := range ahead {
+				if err := mpi.Bcast(c, []int64{int64(i), -int64(i)}, 0); err != nil {
+					return err
+				}
+			}
+			for r := 1; r < c.Size(); r++ {
+				if err := mpi.Send(c, []byte{1}, r, 9); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if _, err := mpi.Recv(c, make([]byte, 1), 0, 9); err != nil {
+			return err
+		}
+		for i := range ahead {
+			buf := []int64{7, 7}
+			if err := mpi.Bcast(c, buf, 0); err != nil {
+				return err
+			}
+			if buf[0] != int64(i) || buf[1] != -int64(i) {
+				return fmt.Errorf("Bcast %d got %v, want [%d %d]", i, buf, i, -i)
+			}
+		}
+		return nil
+	})
+}
+
 func TestBcast(t *testing.T) {
 	for _, n := range collSizes {
 		for _, size := range vecSizes {
@@ -491,18 +526,22 @@ func TestCollErrors(t *testing.T) {
 	})
 	// Disagreements between ranks are found inside the collective, and nobody hangs.
 	mustRun(t, 3, func(c *mpi.Comm) error {
-		buf := make([]int32, 4+c.Rank()) // rank 0 is the root: rank 1 and 2 have more
-		err := mpi.Bcast(c, buf, 0)
-		if c.Rank() == 0 && err == nil {
-			return fmt.Errorf("root: Bcast with mismatched lengths succeeded")
-		}
-		if c.Rank() != 0 {
-			if e := check(err, mpi.ErrCount); e != nil {
-				return e
+		// Rank 0 is the root: rank 1 and 2 have more. The root of a large Bcast
+		// waits for the others and learns of it; a small one's root may return
+		// at once (Bcasts pipeline), but the others always learn of it.
+		for _, n := range []int{4096, 4} {
+			err := mpi.Bcast(c, make([]int32, n+c.Rank()), 0)
+			if c.Rank() == 0 && err == nil && n > 4 {
+				return fmt.Errorf("root: Bcast of %d elements with mismatched lengths succeeded", n)
+			}
+			if c.Rank() != 0 {
+				if e := check(err, mpi.ErrCount); e != nil {
+					return e
+				}
 			}
 		}
 		short := make([]int32, 4-c.Rank())
-		err = mpi.Bcast(c, short, 0)
+		err := mpi.Bcast(c, short, 0)
 		if c.Rank() != 0 {
 			if e := check(err, mpi.ErrTruncate); e != nil {
 				return e
@@ -521,7 +560,8 @@ func TestCollErrors(t *testing.T) {
 		} else {
 			err = mpi.Bcast(c, []int32{1}, 1)
 		}
-		if err == nil && c.Rank() != 2 { // rank 2 may have copied before rank 0 came
+		// The Bcast's root (1) may have returned, and rank 2 copied, before rank 0 came.
+		if err == nil && c.Rank() == 0 {
 			return fmt.Errorf("Barrier against Bcast succeeded")
 		}
 		return c.Barrier() // and the communicator still works

@@ -455,10 +455,18 @@ func (c *Comm) climb(e *episode, rank int) bool {
 	return ok
 }
 
+// bcastEager is the largest Bcast whose root copies its buffer into the episode
+// and returns at once, as the C MPIs' shared-memory broadcasts do: successive
+// broadcasts then pipeline through the ring instead of each waiting for the
+// slowest rank. Above it the extra copy costs more than the wait saves.
+const bcastEager = 8 << 10
+
 // Bcast copies the root's buf into every other rank's buf. elem is the element size
-// in bytes. Every rank copies once, straight from the root's buffer; the root returns
-// when all have copied. A rank whose buffer's length differs from the root's gets an
-// ErrTruncate (longer root) or ErrCount (shorter) error, and so does the root.
+// in bytes. Every rank copies once, straight from the root's buffer, and the root
+// returns when all have copied; up to bcastEager bytes the root's buffer is copied
+// into the episode first and the root returns at once. A rank whose buffer's length
+// differs from the root's gets an ErrTruncate (longer root) or ErrCount (shorter)
+// error, and so does the root if it has not returned yet.
 func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	if c.n == 1 {
 		return nil
@@ -470,12 +478,16 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	c.check(e, rank, bcast, root, elem)
 	n := int64(c.n)
 	if rank == root {
+		eager := len(buf) <= bcastEager
+		if eager {
+			buf = append([]byte(nil), buf...)
+		}
 		e.buf = buf
 		e.start.release()
 		ok := true
 		if e.arrived.Add(1) == n {
 			e.done.release()
-		} else {
+		} else if !eager {
 			ok = c.wait(&e.done)
 		}
 		return c.outcome(e, rank, ok)
