@@ -468,6 +468,16 @@ const bcastEager = 8 << 10
 // differs from the root's gets an ErrTruncate (longer root) or ErrCount (shorter)
 // error, and so does the root if it has not returned yet.
 func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
+	return c.bcast(rank, buf, elem, root, len(buf) <= bcastEager)
+}
+
+// BcastWait is Bcast whose root always returns only once every rank has copied:
+// internal/xcoll's leaders rely on it to stay in step with their proc's ranks.
+func (c *Comm) BcastWait(rank int, buf []byte, elem, root int) error {
+	return c.bcast(rank, buf, elem, root, false)
+}
+
+func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	if c.n == 1 {
 		return nil
 	}
@@ -478,7 +488,6 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	c.check(e, rank, bcast, root, elem)
 	n := int64(c.n)
 	if rank == root {
-		eager := len(buf) <= bcastEager
 		if eager {
 			buf = append([]byte(nil), buf...)
 		}

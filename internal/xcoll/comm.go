@@ -440,7 +440,8 @@ func (o *call) release(err error, data []byte) (*outcome, error) {
 // publish stores the leader's outcome for its proc's ranks, which read it after a
 // local collective that the leader joins after publishing. The slot is not
 // reused before they have: the leader cannot get ring collectives ahead of them,
-// since each collective has a local one that waits for every rank of the proc.
+// since each collective has a local one that waits for every rank of the proc
+// (for Bcast, coll's BcastWait: a plain local Bcast's root may return at once).
 func (o *call) publish(err error, data []byte) {
 	if o.leader() {
 		o.c.out[o.seq%ring].Store(&outcome{seq: o.seq, err: err, data: data})
@@ -492,7 +493,7 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	o := c.start(rank, coll.KindBcast, root, elem)
 	ri := c.procOf[root]
 	if ri == c.me {
-		err := o.fromLocal(c.local.Bcast(o.lr, buf, elem, c.lrank[root]))
+		err := o.fromLocal(c.local.BcastWait(o.lr, buf, elem, c.lrank[root]))
 		if o.leader() {
 			_, err = o.bcast(ri, buf, err)
 		}
@@ -513,7 +514,7 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 		}
 		o.publish(err, nil)
 	}
-	lerr := o.fromLocal(c.local.Bcast(o.lr, buf, elem, 0))
+	lerr := o.fromLocal(c.local.BcastWait(o.lr, buf, elem, 0))
 	if lerr != nil {
 		return o.finish(nil, lerr)
 	}

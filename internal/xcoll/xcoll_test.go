@@ -241,6 +241,43 @@ func TestCollectives(t *testing.T) {
 	}
 }
 
+// TestBcastBackToBack: small Bcasts one after another, the root the same or
+// rotating, while the last rank is sometimes slow to call: a local root may run
+// ahead of its proc's ranks, but a leader must not, since each rank reads the
+// outcome its leader published for the call.
+func TestBcastBackToBack(t *testing.T) {
+	layouts := append(slices.Clone(layouts), []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3})
+	for _, procOf := range layouts {
+		n := len(procOf)
+		for _, rotate := range []bool{false, true} {
+			t.Run(fmt.Sprint(procOf, rotate), func(t *testing.T) {
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					for i := range 3 * ring * n {
+						root := 0
+						if rotate {
+							root = i % n
+						}
+						if r == n-1 && i%ring == 0 {
+							time.Sleep(time.Millisecond)
+						}
+						buf := make([]byte, 8)
+						if r == root {
+							buf[0], buf[7] = byte(i), byte(root)
+						}
+						if err := c.Bcast(r, buf, 1, root); err != nil {
+							return err
+						}
+						if buf[0] != byte(i) || buf[7] != byte(root) {
+							return fmt.Errorf("Bcast %d from %d: %v", i, root, buf)
+						}
+					}
+					return nil
+				}))
+			})
+		}
+	}
+}
+
 func TestMismatch(t *testing.T) {
 	for _, procOf := range layouts {
 		n := len(procOf)
