@@ -14,6 +14,7 @@ import (
 
 	twins "github.com/weft-mpi/weft/bench"
 	"github.com/weft-mpi/weft/bench/coll"
+	"github.com/weft-mpi/weft/bench/fgmpi"
 	"github.com/weft-mpi/weft/bench/p2p"
 	"github.com/weft-mpi/weft/bench/threads"
 	"github.com/weft-mpi/weft/internal/bench"
@@ -25,6 +26,7 @@ var suites = []bench.Suite{
 	p2p.Suite,
 	threads.Suite,
 	coll.Suite,
+	fgmpi.Suite,
 	p2p.EagerSweep,
 }
 
