@@ -24,7 +24,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	if err != nil {
 		return err
 	}
-	shareCPUs(bj)
+	cfg.crowd(shareCPUs(bj), runtime.NumCPU())
 	wd, err := p2p.NewJobWorld(bj.Layout, bj.Proc, cfg.p2p)
 	if err != nil {
 		return fail(err)
@@ -73,11 +73,12 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 // shareCPUs gives each proc of a host its share of the host's CPUs, as MPI
 // launchers bind processes to cores: procs that each ran NumCPU threads would spin
 // and poll against each other on the same cores. GOMAXPROCS in the environment wins.
-func shareCPUs(bj *boot.Job) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return
-	}
+// It returns how many procs the host runs.
+func shareCPUs(bj *boot.Job) (procs int) {
 	host, _ := bj.Layout.HostOf(bj.Proc)
-	_, procs, _ := bj.Layout.HostProcs(host)
-	runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, procs)))
+	_, procs, _ = bj.Layout.HostProcs(host)
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, procs)))
+	}
+	return procs
 }
