@@ -15,6 +15,7 @@ import (
 	twins "github.com/weft-mpi/weft/bench"
 	"github.com/weft-mpi/weft/bench/coll"
 	"github.com/weft-mpi/weft/bench/fgmpi"
+	"github.com/weft-mpi/weft/bench/kernels"
 	"github.com/weft-mpi/weft/bench/p2p"
 	"github.com/weft-mpi/weft/bench/threads"
 	"github.com/weft-mpi/weft/internal/bench"
@@ -27,6 +28,7 @@ var suites = []bench.Suite{
 	threads.Suite,
 	coll.Suite,
 	fgmpi.Suite,
+	kernels.Suite,
 	p2p.EagerSweep,
 }
 
