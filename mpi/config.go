@@ -81,6 +81,11 @@ func WithNetSpin(d time.Duration) Option {
 	return func(c *config) { c.netSpin, c.netSpinSet = d, true }
 }
 
+// WithNetDelay holds every message to another proc for d before it is sent: an
+// emulated one-way wire delay (a slow network's latency where the kernel has no
+// netem), in order per link. 0, the default, costs nothing.
+func WithNetDelay(d time.Duration) Option { return func(c *config) { c.netDelay = d } }
+
 // crowd lowers the network poll budget to CrowdedNetSpin, unless it was chosen,
 // on a host whose procs outnumber its cpus.
 func (c *config) crowd(procs, cpus int) {
@@ -146,6 +151,12 @@ var tunables = []tunable{
 			c.netSpinSet = true
 			return err
 		}},
+	{Tunable{Name: "WithNetDelay", Env: "WEFT_NET_DELAY", Default: time.Duration(0).String(),
+		Doc: "duration: emulated one-way network delay added to every message to another proc (0: none)"},
+		func(c *config, v string) (err error) {
+			c.netDelay, err = durationSetting(v)
+			return err
+		}},
 	{Tunable{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple",
 		Doc: "single, funneled, serialized or multiple: the thread level requested"},
 		func(c *config, v string) error {
@@ -209,8 +220,8 @@ func newConfig(opts []Option) (config, error) {
 	if c.level < ThreadSingle || c.level > ThreadMultiple {
 		return c, errs.New(errs.Arg, "Run", errs.None, "thread level %d is not one of ThreadSingle..ThreadMultiple", int(c.level))
 	}
-	if c.p2p.EagerLimit < 0 || c.p2p.NetEagerLimit < 0 || c.p2p.PoolCap < 0 || c.p2p.Spin < 0 || c.netSpin < 0 {
-		return c, errs.New(errs.Arg, "Run", errs.None, "eager limits, pool cap and spins must not be negative")
+	if c.p2p.EagerLimit < 0 || c.p2p.NetEagerLimit < 0 || c.p2p.PoolCap < 0 || c.p2p.Spin < 0 || c.netSpin < 0 || c.netDelay < 0 {
+		return c, errs.New(errs.Arg, "Run", errs.None, "eager limits, pool cap, spins and the network delay must not be negative")
 	}
 	if c.p2p.NetEagerLimit > maxNetEager {
 		return c, errs.New(errs.Arg, "Run", errs.None, "network eager limit (WEFT_NET_EAGER_LIMIT, WithNetEagerLimit) %d is above %d, the largest message sent in one piece", c.p2p.NetEagerLimit, maxNetEager)

@@ -44,7 +44,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	j.net = xn
 	dev, err := netd.New(netd.Config{
 		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
-		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin,
+		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin, Delay: cfg.netDelay,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
 		},

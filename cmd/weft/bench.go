@@ -13,6 +13,7 @@ import (
 	"time"
 
 	twins "github.com/weft-mpi/weft/bench"
+	"github.com/weft-mpi/weft/bench/cluster"
 	"github.com/weft-mpi/weft/bench/coll"
 	"github.com/weft-mpi/weft/bench/fgmpi"
 	"github.com/weft-mpi/weft/bench/kernels"
@@ -29,6 +30,7 @@ var suites = []bench.Suite{
 	coll.Suite,
 	fgmpi.Suite,
 	kernels.Suite,
+	cluster.Suite,
 	p2p.EagerSweep,
 }
 

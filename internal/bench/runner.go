@@ -132,15 +132,21 @@ func RunSuite(s Suite, o Options) (*Result, error) {
 	if len(tests) == 0 {
 		return nil, fmt.Errorf("suite %q has no tests", s.Name)
 	}
+	cluster := &hosts{s: s}
 	for i, t := range tests {
 		if t.Ranks < 1 || t.PerProc < 0 || len(t.Fields)%2 != 0 {
 			return nil, fmt.Errorf("suite %q, test %d (%s): want Ranks >= 1, PerProc >= 0 and Fields in pairs", s.Name, i, strings.Join(t.Args, " "))
 		}
+		if t.Hosts > 1 && (t.PerProc < 1 || t.Ranks != t.Hosts*t.PerProc) {
+			return nil, fmt.Errorf("suite %q, test %d (%s): across %d hosts, want Ranks = Hosts x PerProc (one proc per host)", s.Name, i, strings.Join(t.Args, " "), t.Hosts)
+		}
+		cluster.want = max(cluster.want, t.Hosts)
 	}
 	peers, err := selectPeers(s, o)
 	if err != nil {
 		return nil, err
 	}
+	twins := buildTestTwins(s, o, tests, peers)
 	pr := newProgress(o.Progress)
 	res := &Result{Suite: s.Name, Title: s.Title, Command: o.Command, Quick: o.Quick, Rounds: o.Rounds,
 		Started: time.Now().UTC(), Peers: peers, Tests: tests, suite: s}
@@ -150,6 +156,11 @@ func RunSuite(s Suite, o Options) (*Result, error) {
 		}
 	}
 	res.Machine = probeMachine()
+	defer func() {
+		if err := cluster.close(); err != nil {
+			pr.linef("%s: removing the hosts: %v", s.Name, err)
+		}
+	}()
 	for round := 1; round <= o.Rounds; round++ {
 		for ti, t := range tests {
 			if o.Quiet > 0 {
@@ -165,7 +176,14 @@ func RunSuite(s Suite, o Options) (*Result, error) {
 					name = p.Name
 				}
 				pr.statusf("%s r%d/%d test %d/%d %s: %s running", s.Name, round, o.Rounds, ti+1, len(tests), name, describe(t))
-				run, lines := runOne(s, o, t, p)
+				if t.Hosts > 1 && !cluster.made {
+					if c, err := cluster.get(); err != nil {
+						pr.linef("%s: no hosts: %v", s.Name, err)
+					} else if c.Note != "" {
+						pr.linef("%s: %s", s.Name, c.Note)
+					}
+				}
+				run, lines := runOne(s, o, t, twins.of(p, t), cluster)
 				if run.Status == "interrupted" {
 					pr.statusf("")
 					return nil, ErrInterrupted
@@ -237,6 +255,73 @@ func selectPeers(s Suite, o Options) ([]*Peer, error) {
 	return peers, nil
 }
 
+// testTwins are the builds of the tests' own twins (Test.Twin), per peer and
+// twin; each is a Peer like the suite's, with its Bin, or why it has none.
+type testTwins map[*Peer]map[string]*Peer
+
+// buildTestTwins builds, for each peer that is ok, the twins tests name that
+// are not the suite's.
+func buildTestTwins(s Suite, o Options, tests []Test, peers []*Peer) testTwins {
+	tw := testTwins{}
+	for _, p := range peers {
+		if p.Status != "ok" {
+			continue
+		}
+		for _, t := range tests {
+			if t.Twin == "" || t.Twin == s.Twin || tw[p][t.Twin] != nil {
+				continue
+			}
+			if tw[p] == nil {
+				tw[p] = map[string]*Peer{}
+			}
+			// p.Bin is CACHE/HASH/NAME: the test's twin goes to the same cache.
+			tw[p][t.Twin] = findPeer(p.PeerSpec, o.Twins, t.Twin, filepath.Dir(filepath.Dir(p.Bin)))
+		}
+	}
+	return tw
+}
+
+// of is the peer p built for test t: p itself, or p with t's own twin.
+func (tw testTwins) of(p *Peer, t Test) *Peer {
+	if b := tw[p][t.Twin]; b != nil {
+		return b
+	}
+	return p
+}
+
+// hosts makes the suite's cluster on first use and keeps it, or why it could
+// not be made, for every test across hosts.
+type hosts struct {
+	s    Suite
+	want int // the most hosts a test wants
+	c    *Cluster
+	err  error
+	made bool
+}
+
+func (h *hosts) get() (*Cluster, error) {
+	if !h.made {
+		h.made = true
+		if h.s.Cluster == nil {
+			h.err = fmt.Errorf("suite %q has tests across %d hosts and no Cluster to make them", h.s.Name, h.want)
+		} else if h.c, h.err = h.s.Cluster(h.want); h.err == nil && (h.c == nil || len(h.c.Names) < h.want || len(h.c.Addrs) < h.want) {
+			h.err = fmt.Errorf("suite %q: its Cluster made fewer than the %d hosts asked for", h.s.Name, h.want)
+			h.close()
+		}
+	}
+	return h.c, h.err
+}
+
+// close removes the cluster, if one was made.
+func (h *hosts) close() error {
+	c := h.c
+	h.c = nil
+	if c == nil || c.Close == nil {
+		return nil
+	}
+	return c.Close()
+}
+
 func specNames(specs []PeerSpec) string {
 	var names []string
 	for _, s := range specs {
@@ -285,8 +370,9 @@ func summary(run Run, lines []Line) string {
 	return b.String()
 }
 
-// runOne runs test t once for Weft (p nil) or for peer p.
-func runOne(s Suite, o Options, t Test, p *Peer) (Run, []Line) {
+// runOne runs test t once for Weft (p nil) or for peer p, on cluster's hosts
+// when t is across hosts.
+func runOne(s Suite, o Options, t Test, p *Peer, cluster *hosts) (Run, []Line) {
 	run := Run{Impl: Weft}
 	timeout := o.Timeout
 	if t.Timeout > 0 {
@@ -298,20 +384,59 @@ func runOne(s Suite, o Options, t Test, p *Peer) (Run, []Line) {
 	}
 	var errBuf tailBuffer
 	var start func() (<-chan error, func(), error)
+	var cl *Cluster
+	if t.Hosts > 1 {
+		c, err := cluster.get()
+		if err != nil {
+			run.Command = fmt.Sprintf("-n %d across %d hosts", t.Ranks, t.Hosts)
+			if p != nil {
+				run.Impl = p.Name
+			}
+			run.Status, run.Stderr = "failed", err.Error()
+			return run, nil
+		}
+		cl = c.first(t.Hosts)
+	}
 	switch {
 	case p != nil:
 		run.Impl = p.Name
 		if p.Status != "ok" {
 			run.Status = p.Status
+			if t.Twin != "" {
+				run.Note = p.Note() // the test's own twin may be what failed
+			}
 			return run, nil
 		}
 		argv, env := p.command(t.Ranks, t.TCP, t.Args)
+		if cl != nil {
+			line, err := []string(nil), fmt.Errorf("the suite's Cluster cannot start %s across hosts", p.Name)
+			if cl.Across != nil {
+				line, err = cl.Across(p.Name, cl, t.Ranks/t.Hosts)
+			}
+			if err != nil {
+				run.Command = fmt.Sprintf("%s -n %d across %d hosts", p.Launcher, t.Ranks, t.Hosts)
+				run.Status, run.Stderr = "failed", err.Error()
+				return run, nil
+			}
+			q := *p
+			q.TCP = line
+			argv, env = q.command(t.Ranks, true, t.Args)
+		}
 		run.Command = shellJoin(append(env, argv...))
 		start = func() (<-chan error, func(), error) { return startCmd(argv, env, out, &errBuf) }
-	case t.Hosts > 1:
-		run.Command = fmt.Sprintf("weft run -n %d --per-proc %d across %d hosts", t.Ranks, t.PerProc, t.Hosts)
-		run.Status, run.Stderr = "failed", "tests across hosts (network namespaces) are not supported by this runner yet"
-		return run, nil
+	case cl != nil:
+		env := append(slices.Clone(cl.Env), t.Env...)
+		var hs []launch.Host
+		for _, n := range cl.Names {
+			hs = append(hs, launch.Host{Name: n, Slots: 1})
+		}
+		cfg := launch.Config{Ranks: t.Ranks, PerProc: t.PerProc, Hosts: hs, Rsh: cl.Rsh, LauncherAddr: cl.LauncherAddr,
+			Program: o.Worker[0], Args: append(append(slices.Clone(o.Worker[1:]), s.Name), t.Args...),
+			Env: append(os.Environ(), env...), Stdout: out, Stderr: &errBuf, Grace: 2 * time.Second}
+		run.Command = shellJoin(append(append(env, "weft", "run", "-n", strconv.Itoa(t.Ranks), "--per-proc", strconv.Itoa(t.PerProc),
+			"--hosts", strings.Join(cl.Names, ","), "--rsh", cl.Rsh, "--launcher-addr", cl.LauncherAddr), append(slices.Clone(o.Worker), s.Name)...)) +
+			" " + shellJoin(t.Args)
+		start = func() (<-chan error, func(), error) { return startLaunch(cfg) }
 	case t.PerProc == 0 || t.PerProc >= t.Ranks:
 		argv := append(append(slices.Clone(o.Worker), s.Name), t.Args...)
 		env := append([]string{"WEFT_NP=" + strconv.Itoa(t.Ranks)}, t.Env...)

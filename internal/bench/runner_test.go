@@ -319,3 +319,44 @@ func TestRunnerCancel(t *testing.T) {
 		t.Errorf("the hanging run was ended %v after the cancel, not at once", d)
 	}
 }
+
+// TestRunnerCluster: tests across hosts run Weft through weft run on the
+// Cluster's hosts (here localhost, twice), fail every run with the Cluster's
+// error when it cannot be made, and the Cluster is closed at the end; a test
+// whose ranks are not one proc per host is refused.
+func TestRunnerCluster(t *testing.T) {
+	closed := 0
+	s := suiteOf(Test{Args: []string{"-do", "ok"}, Ranks: 4, PerProc: 2, Hosts: 2, Twin: "other.c"})
+	s.Cluster = func(n int) (*Cluster, error) {
+		if n != 2 {
+			t.Errorf("Cluster(%d), want 2", n)
+		}
+		return &Cluster{Names: []string{"localhost", "localhost"}, Addrs: []string{"127.0.0.1", "127.0.0.1"},
+			Rsh: "false {host}", LauncherAddr: "127.0.0.1", Close: func() error { closed++; return nil }}, nil
+	}
+	res, err := RunSuite(s, Options{Rounds: 1, Peers: []string{}, Worker: worker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || res.Runs[0].Status != "ok" || len(res.Lines) != 1 || res.Lines[0].Value != 4 ||
+		!strings.Contains(res.Runs[0].Command, "--hosts localhost,localhost --rsh 'false {host}'") {
+		t.Errorf("runs %+v, lines %+v", res.Runs, res.Lines)
+	}
+	if closed != 1 {
+		t.Errorf("the cluster was closed %d times, want 1", closed)
+	}
+
+	s.Cluster = func(int) (*Cluster, error) { return nil, errors.New("needs root and iproute2") }
+	res, err = RunSuite(s, Options{Rounds: 1, Peers: []string{}, Worker: worker(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || res.Runs[0].Status != "failed" || !strings.Contains(res.Runs[0].Stderr, "needs root and iproute2") {
+		t.Errorf("runs without a cluster: %+v", res.Runs)
+	}
+
+	s = suiteOf(Test{Args: []string{"-do", "ok"}, Ranks: 3, PerProc: 1, Hosts: 2})
+	if _, err := RunSuite(s, Options{Rounds: 1, Peers: []string{}, Worker: worker(t)}); err == nil || !strings.Contains(err.Error(), "one proc per host") {
+		t.Errorf("3 ranks on 2 hosts: %v", err)
+	}
+}

@@ -35,6 +35,43 @@ type Suite struct {
 	Body func(c *mpi.Comm, args []string) error
 	// Plots names the curves worth drawing from the suite's result lines.
 	Plots []Plot
+	// Cluster makes the hosts that the tests with Hosts above 1 run on, once
+	// per invocation, before the first such test: hosts is the most any test
+	// wants. The runner closes it at the end, also on failure or interrupt.
+	// Its error fails every run across hosts, with the error as the reason.
+	Cluster func(hosts int) (*Cluster, error)
+}
+
+// Cluster is a set of hosts that this machine starts processes on through a
+// command (network namespaces, for the cluster suite).
+type Cluster struct {
+	// Names are the hosts as weft run's --hosts gives them to Rsh's {host};
+	// Addrs the same hosts' addresses, which the peers' launchers take as host
+	// names (and Exec maps back).
+	Names, Addrs []string
+	Rsh          string // weft run's --rsh, with {host}
+	LauncherAddr string // weft run's --launcher-addr: this machine on the hosts' network
+	// Exec is an ssh-like program: Exec [-options] ADDR WORDS... runs the
+	// words, joined by spaces, with sh on the host of address ADDR (Hydra's
+	// -launcher-exec, Open MPI's plm_rsh_agent).
+	Exec   string
+	Subnet string // the hosts' network in CIDR form, for the peers' choice of interface
+	// Env holds NAME=VALUE settings for Weft's runs across the hosts.
+	Env []string
+	// Across is the launch line of peer (mpich, openmpi), up to the rank
+	// count, for one process on each host of c, or why that peer cannot run
+	// across these hosts. Its leading NAME=VALUE words go to the environment.
+	// perHost is the processes each host runs.
+	Across func(peer string, c *Cluster, perHost int) ([]string, error)
+	Note   string       // what a reader of the progress should know of the hosts
+	Close  func() error // removes the hosts
+}
+
+// first is c limited to its first n hosts.
+func (c *Cluster) first(n int) *Cluster {
+	d := *c
+	d.Names, d.Addrs = c.Names[:n], c.Addrs[:n]
+	return &d
 }
 
 // Test is one run of the Weft body and of each peer's twin with the same
@@ -46,9 +83,14 @@ type Test struct {
 	// in one process without a launcher; otherwise Ranks/PerProc processes
 	// are started by weft run. The peers always run Ranks processes.
 	PerProc int
-	// Hosts, when above 1, spreads Weft's processes over that many network
-	// namespaces joined by a bridge (the cluster suite; needs root and ip).
+	// Hosts, when above 1, spreads the processes over that many hosts of the
+	// suite's Cluster, one process per host: Weft's Ranks/PerProc processes
+	// (which must be Hosts) through weft run --hosts and --rsh, each peer's
+	// Ranks through its PeerSpec.Across.
 	Hosts int
+	// Twin is this test's C twin in bench/peers when it is not the suite's
+	// (a suite that reuses other suites' tests).
+	Twin string
 	// Weft restricts the test to Weft (no twin has it, or the peers cannot
 	// run it here, for example 65,536 ranks); the report says so.
 	Weft bool

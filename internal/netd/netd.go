@@ -102,6 +102,11 @@ type Config struct {
 	// polling daemon keeps a processor busy: it pays when each proc has a core
 	// for it (Weft gives each proc of a host its share of the CPUs). Linux only.
 	Spin time.Duration
+	// Delay, when above 0, holds every message sent for that long before it goes
+	// to its connection: an emulated one-way wire delay, in order per link, that
+	// never blocks a receive daemon (see delay.go). A delayed Send returns once
+	// its payload is copied; its dial or write error then reaches Handler.Lost.
+	Delay time.Duration
 	// DialTimeout bounds the TCP connect to one candidate address (default 2 s).
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds each handshake (default auth.DefaultTimeout).
@@ -148,6 +153,9 @@ type Device struct {
 	strangers chan struct{}  // one token per accepted connection in its handshake
 	wg        sync.WaitGroup // accept loop, handshakes, receive daemons
 	sendWG    sync.WaitGroup // send daemons
+	lines     sync.Map       // *link -> *delayLine, with Config.Delay only
+	delayWG   sync.WaitGroup // delay lines' goroutines
+	delayShut atomic.Bool    // Close began: delay lines take nothing more
 	closeOnce sync.Once
 }
 
@@ -178,7 +186,7 @@ func New(cfg Config) (*Device, error) {
 		return nil, errors.New("netd: Config needs both a P2P and a Coll handler")
 	case cfg.Addrs == nil && cfg.Procs > 1:
 		return nil, errors.New("netd: Config needs Addrs to reach other procs")
-	case cfg.Spin < 0 || cfg.DialTimeout < 0 || cfg.HandshakeTimeout < 0:
+	case cfg.Spin < 0 || cfg.Delay < 0 || cfg.DialTimeout < 0 || cfg.HandshakeTimeout < 0:
 		return nil, errors.New("netd: negative duration in Config")
 	}
 	if cfg.DialTimeout == 0 {
@@ -255,6 +263,9 @@ func (d *Device) Send(proc int, ch Channel, h *wire.Header, payload []byte) erro
 	if err != nil {
 		return err
 	}
+	if d.cfg.Delay > 0 {
+		return d.delaySend(l, h, payload)
+	}
 	return l.send(h, payload)
 }
 
@@ -271,7 +282,10 @@ func (d *Device) Send(proc int, ch Channel, h *wire.Header, payload []byte) erro
 // Device closed): never in Post itself, so done may take locks Post's caller holds.
 func (d *Device) Post(proc int, ch Channel, h *wire.Header, payload []byte, done func(error)) {
 	l, err := d.link(proc, ch, h, payload)
-	if err == nil {
+	switch {
+	case err == nil && d.cfg.Delay > 0:
+		d.delayPost(l, h, payload, done)
+	case err == nil:
 		err = l.post(h, payload, done)
 	}
 	if err != nil && done != nil {
@@ -279,7 +293,9 @@ func (d *Device) Post(proc int, ch Channel, h *wire.Header, payload []byte, done
 	}
 }
 
-// Close shuts the Device down in an orderly way: it stops accepting, aborts TCP
+// Close shuts the Device down in an orderly way: it hands what waits on delay
+// lines (Config.Delay) to the links and waits for delayed Sends to be written,
+// then stops accepting, aborts TCP
 // connects and the handshakes of accepted connections, lets the send daemons
 // write what was posted, sends wire.Close on every connection, and waits for the
 // peers to hang up and for every goroutine of the Device to end. Writes to and
@@ -289,6 +305,7 @@ func (d *Device) Post(proc int, ch Channel, h *wire.Header, payload []byte, done
 // Later calls wait for the first and return nil.
 func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
+		d.drainDelays()
 		d.closing.Store(true)
 		d.cancel()
 		if d.cfg.Listener != nil {
