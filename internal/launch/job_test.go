@@ -276,8 +276,8 @@ func TestExitStatus(t *testing.T) {
 		what  string
 	}{
 		{"exit", []string{"die=1:3"}, 3, "exited with status 3"},
-		{"abort", []string{"abort=1:7"}, 7, "aborted the job with exit code 7: proc_1_gives_up"},
-		{"abort in a barrier", []string{"abortwait=1:9"}, 9, "aborted the job with exit code 9: proc_1_gives_up_in_a_barrier"},
+		{"abort", []string{"abort=1:7"}, 7, "aborted the job with exit code 7: proc 1 gives up"},
+		{"abort in a barrier", []string{"abortwait=1:9"}, 9, "aborted the job with exit code 9: proc 1 gives up in a barrier"},
 		{"signal", []string{"kill=1"}, 128 + 9, "was killed by signal 9"},
 		{"no finalize", []string{"nofin=1"}, 1, "exited with status 0 without calling PMI finalize"},
 		{"stranded", []string{"noinit=1"}, 1, "exited without joining the PMI barrier that proc "},

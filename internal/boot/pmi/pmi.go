@@ -571,19 +571,21 @@ func (c *Client) ProcessMapping() ([]Block, error) {
 }
 
 // Abort asks the launcher to end the whole job with exit status code, and
-// closes the connection. msg travels with whitespace replaced by '_'
+// closes the connection. msg travels as the rest of the line, on one line
 // (Hydra 4.0 ignores it; the caller should also print it). The launcher kills
 // the job soon after, but Abort itself returns: the caller decides how this
 // process exits. Abort does not wait for a command in flight (a Barrier that
 // will never end, say): it writes between commands' lines and the waiting
 // command fails once the connection is closed.
 func (c *Client) Abort(code int, msg string) error {
-	msg = strings.Map(func(r rune) rune {
-		if r <= ' ' || r == 0x7f {
-			return '_'
+	// The message is the rest of the line (as MPICH's own libpmi sends it):
+	// spaces stay, line breaks and other control characters become spaces.
+	msg = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
 		}
 		return r
-	}, msg)
+	}, msg))
 	line := "cmd=abort exitcode=" + strconv.Itoa(code)
 	if msg != "" {
 		line += " message=" + msg

@@ -379,7 +379,7 @@ func TestAbortWhileBarrierWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := <-got; l != "cmd=abort exitcode=3 message=rank_2_failed:_bad_input" {
+	if l := <-got; l != "cmd=abort exitcode=3 message=rank 2 failed: bad input" {
 		t.Fatalf("server saw %q", l)
 	}
 	select {
