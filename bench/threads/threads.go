@@ -51,7 +51,7 @@ var Suite = bench.Suite{
 		{File: "threads-msgrate", Title: "Message rate of pairs of processes (P) or threads (T)",
 			Metric: "rate", X: "pairs", Where: map[string]string{"test": "msgrate"}, Series: []string{"mode"}},
 		{File: "threads-shortlong", Title: "Short-message round trips while a long message moves",
-			Metric: "short", X: "iter", Where: map[string]string{"test": "shortlong"}, Series: []string{"mode"}},
+			Metric: "short", X: "iter", Where: map[string]string{"test": "shortlong"}, Series: []string{"mode"}, Only: true},
 		{File: "threads-allreduce", Title: "Concurrent Allreduce on separate communicators",
 			Metric: "time", X: "comms", Where: map[string]string{"test": "allreduce"}, Series: []string{"mode"}},
 	},

@@ -211,7 +211,7 @@ func RunSuite(s Suite, o Options) (*Result, error) {
 	for i, p := range peers {
 		names[i] = p.Name
 	}
-	res.Table = tabulate(res.Lines, names, res.why)
+	res.Table = tabulate(s.tableLines(res.Lines), names, res.why)
 	return res, nil
 }
 

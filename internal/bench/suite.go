@@ -127,4 +127,23 @@ type Plot struct {
 	Series []string          // fields that split the curves beyond impl
 	LogX   bool              // a logarithmic X axis (message sizes, rank counts)
 	LogY   bool              // a logarithmic Y axis
+	// Only keeps the plot's lines out of the table: a curve of many points
+	// (one per iteration, say) that a table would drown in.
+	Only bool
+}
+
+// tableLines are the lines that go into the suite's table: all but those of
+// its plots marked Only.
+func (s Suite) tableLines(lines []Line) []Line {
+	var kept []Line
+next:
+	for _, l := range lines {
+		for _, p := range s.Plots {
+			if p.Only && l.Metric == p.Metric && l.matches(p.Where) {
+				continue next
+			}
+		}
+		kept = append(kept, l)
+	}
+	return kept
 }

@@ -198,3 +198,32 @@ func TestReplaceSection(t *testing.T) {
 		t.Errorf("into nothing: %q", got)
 	}
 }
+
+// TestTableLines: the lines of a plot marked Only stay out of the table, and
+// only those: the same metric elsewhere, and other metrics of the test, stay.
+func TestTableLines(t *testing.T) {
+	var lines []Line
+	for _, s := range []string{
+		"bench=threads impl=weft test=shortlong mode=T iter=0 metric=short value=2 unit=us",
+		"bench=threads impl=weft test=shortlong mode=T iter=1 metric=short value=3 unit=us",
+		"bench=threads impl=weft test=shortlong mode=T metric=short_mean value=2.5 unit=us",
+		"bench=threads impl=weft test=other mode=T metric=short value=9 unit=us",
+	} {
+		l, ok := ParseLine(s)
+		if !ok {
+			t.Fatalf("ParseLine(%q) failed", s)
+		}
+		lines = append(lines, l)
+	}
+	s := Suite{Plots: []Plot{
+		{File: "a", Metric: "short", X: "iter", Where: map[string]string{"test": "shortlong"}, Only: true},
+		{File: "b", Metric: "short_mean", X: "mode"},
+	}}
+	got := s.tableLines(lines)
+	if len(got) != 2 || got[0].Metric != "short_mean" || got[1].Value != 9 {
+		t.Fatalf("table lines %+v, want the short_mean line and test=other's", got)
+	}
+	if rows := tabulate(got, nil, nil); len(rows) != 2 {
+		t.Fatalf("%d rows from the table lines, want 2", len(rows))
+	}
+}
