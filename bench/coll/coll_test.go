@@ -1,61 +1,25 @@
 package coll
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/weft-mpi/weft/internal/bench"
+	"github.com/weft-mpi/weft/internal/bench/twintest"
 	"github.com/weft-mpi/weft/mpi"
 )
 
 // runBody runs Body on ranks ranks in this process and returns the result lines
-// it printed, each as its fields.
-func runBody(t *testing.T, ranks int, args []string) ([]map[string]string, error) {
+// it printed.
+func runBody(t *testing.T, ranks int, args []string) ([]bench.Line, error) {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	out := make(chan []byte)
-	go func() {
-		b, _ := io.ReadAll(r)
-		out <- b
-	}()
-	runErr := mpi.Run(ranks, func(c *mpi.Comm) error { return Suite.Body(c, args) })
-	os.Stdout = stdout
-	w.Close()
-	return parseLines(t, <-out), runErr
-}
-
-// parseLines splits result lines into fields, failing on a malformed one.
-func parseLines(t *testing.T, out []byte) []map[string]string {
-	t.Helper()
-	var lines []map[string]string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		fields := map[string]string{}
-		for _, kv := range strings.Fields(sc.Text()) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" || v == "" {
-				t.Fatalf("malformed field %q in line %q", kv, sc.Text())
-			}
-			fields[k] = v
-		}
-		lines = append(lines, fields)
-	}
-	return lines
+	return twintest.RunBody(t, Suite, ranks, args...)
 }
 
 // want is the row a run of args on ranks ranks must print, from the flags
@@ -83,21 +47,22 @@ func want(args []string, ranks int) map[string]string {
 
 // checkLine checks that lines is one result line of the row want, impl impl,
 // with a positive value.
-func checkLine(t *testing.T, lines []map[string]string, want map[string]string, impl string) {
+func checkLine(t *testing.T, lines []bench.Line, want map[string]string, impl string) {
 	t.Helper()
 	if len(lines) != 1 {
 		t.Fatalf("%d result lines, want 1: %v", len(lines), lines)
 	}
-	got := maps.Clone(lines[0])
-	v, err := strconv.ParseFloat(got["value"], 64)
-	if err != nil || !(v > 0) {
-		t.Errorf("value=%q, want a positive number", got["value"])
+	l := lines[0]
+	if !(l.Value > 0) {
+		t.Errorf("value=%g, want a positive number", l.Value)
 	}
-	if got["impl"] != impl {
-		t.Errorf("impl=%q, want %q", got["impl"], impl)
+	if l.Impl != impl {
+		t.Errorf("impl=%q, want %q", l.Impl, impl)
 	}
-	delete(got, "value")
-	delete(got, "impl")
+	got := map[string]string{"bench": l.Bench, "metric": l.Metric, "unit": l.Unit}
+	for _, f := range l.Row {
+		got[f.Key] = f.Value
+	}
 	if !maps.Equal(got, want) {
 		t.Errorf("fields %v, want %v", got, want)
 	}
@@ -292,29 +257,14 @@ func TestPlotsMatchLines(t *testing.T) {
 // TestTwinMPICH builds the C twin with MPICH and checks that it prints the row
 // Weft prints for the same arguments.
 func TestTwinMPICH(t *testing.T) {
-	for _, tool := range []string{"mpicc.mpich", "mpiexec.mpich"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s here, so the C twin is not checked: %v", tool, err)
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "coll")
-	if out, err := exec.Command("mpicc.mpich", "-O2", "-Wall", "-Werror", "-o", bin, filepath.Join("..", "peers", Suite.Twin)).CombinedOutput(); err != nil {
-		t.Fatalf("mpicc.mpich: %v\n%s", err, out)
-	}
+	tw := twintest.Build(t, "mpich", Suite.Twin)
 	for _, args := range [][]string{
 		{"-op", "allreduce", "-size", "8", "-time", "0.01"},
 		{"-op", "gatherv", "-size", "100", "-root", "rotate", "-procs", "2", "-time", "0.01"},
 		{"-op", "alltoall", "-size", "64", "-iters", "20"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			cmd := exec.Command("mpiexec.mpich", append([]string{"-n", "2", bin}, args...)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%v: %v\n%s", cmd, err, stderr.Bytes())
-			}
-			checkLine(t, parseLines(t, out), want(args, 2), "mpich")
+			checkLine(t, tw.Run(t, 2, args...), want(args, 2), "mpich")
 			lines, err := runBody(t, 2, args)
 			if err != nil {
 				t.Fatal(err)
@@ -323,7 +273,7 @@ func TestTwinMPICH(t *testing.T) {
 		})
 	}
 	var exit *exec.ExitError
-	out, err := exec.Command("mpiexec.mpich", "-n", "1", bin, "-op", "allreduce", "-size", "12").CombinedOutput()
+	out, err := tw.Command(1, "-op", "allreduce", "-size", "12").CombinedOutput()
 	if !errors.As(err, &exit) || !strings.Contains(string(out), "-size 12") {
 		t.Errorf("the twin given -size 12 for allreduce: %v\n%s", err, out)
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/weft-mpi/weft/internal/bench"
+	"github.com/weft-mpi/weft/internal/bench/twintest"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -22,35 +22,7 @@ func runBody(t *testing.T, ranks int, args ...string) ([]bench.Line, error) {
 	t.Helper()
 	var out bytes.Buffer
 	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) })
-	return parseLines(t, out.String()), err
-}
-
-// parseLines reads result lines as the runner does, failing on anything else.
-func parseLines(t *testing.T, out string) []bench.Line {
-	t.Helper()
-	var lines []bench.Line
-	for _, s := range strings.Split(strings.TrimSpace(out), "\n") {
-		if s == "" {
-			continue
-		}
-		l, ok := bench.ParseLine(s)
-		if !ok {
-			t.Fatalf("not a result line: %q", s)
-		}
-		lines = append(lines, l)
-	}
-	return lines
-}
-
-// row renders a line's row and metric, all but its value and impl.
-func row(l bench.Line) string {
-	var b strings.Builder
-	b.WriteString(l.Bench)
-	for _, f := range l.Row {
-		fmt.Fprintf(&b, " %s=%s", f.Key, f.Value)
-	}
-	fmt.Fprintf(&b, " %s %s", l.Metric, l.Unit)
-	return b.String()
+	return twintest.Lines(t, out.Bytes()), err
 }
 
 // checkRows checks that lines are the rows want, in order, of impl.
@@ -58,7 +30,7 @@ func checkRows(t *testing.T, lines []bench.Line, impl string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, l := range lines {
-		got = append(got, row(l))
+		got = append(got, twintest.Row(l))
 		if l.Impl != impl {
 			t.Errorf("impl=%s, want %s", l.Impl, impl)
 		}
@@ -136,7 +108,7 @@ func TestCannonLayouts(t *testing.T) {
 			checkRows(t, lines, "weft", cannonRows(l.n, l.ranks, 1)...)
 			for _, line := range lines {
 				if !(line.Value > 0) {
-					t.Errorf("%s: value %g", row(line), line.Value)
+					t.Errorf("%s: value %g", twintest.Row(line), line.Value)
 				}
 			}
 		})
@@ -328,33 +300,10 @@ func TestPlotsMatchLines(t *testing.T) {
 	}
 }
 
-// peers are the C MPIs the twin is checked with, when installed.
-var peers = []struct{ name, cc, run string }{
-	{"mpich", "mpicc.mpich", "mpiexec.mpich"},
-	{"openmpi", "mpicc.openmpi", "mpirun.openmpi"},
-}
-
-// TestTwin builds the C twin with each C MPI here and checks that it prints
-// the rows Weft prints for the same arguments, and refuses bad ones.
 func TestTwin(t *testing.T) {
-	for _, p := range peers {
-		t.Run(p.name, func(t *testing.T) {
-			for _, tool := range []string{p.cc, p.run} {
-				if _, err := exec.LookPath(tool); err != nil {
-					t.Skipf("no %s here, so the C twin is not checked with %s: %v", tool, p.name, err)
-				}
-			}
-			bin := filepath.Join(t.TempDir(), "fgmpi")
-			if out, err := exec.Command(p.cc, "-O2", "-Wall", "-Werror", "-o", bin, filepath.Join("..", "peers", Suite.Twin)).CombinedOutput(); err != nil {
-				t.Fatalf("%s: %v\n%s", p.cc, err, out)
-			}
-			launch := func(ranks int, args ...string) *exec.Cmd {
-				argv := []string{"-n", strconv.Itoa(ranks)}
-				if p.name == "openmpi" {
-					argv = append([]string{"--allow-run-as-root", "--oversubscribe", "--bind-to", "none"}, argv...)
-				}
-				return exec.Command(p.run, append(append(argv, bin), args...)...)
-			}
+	for _, peer := range []string{"mpich", "openmpi"} {
+		t.Run(peer, func(t *testing.T) {
+			tw := twintest.Build(t, peer, Suite.Twin)
 			for _, tc := range []struct {
 				ranks int
 				args  []string
@@ -364,24 +313,17 @@ func TestTwin(t *testing.T) {
 				{1, []string{"-bench", "cannon", "-n", "12"}, cannonRows(12, 1, 1)},
 				{4, []string{"-bench", "cannon", "-n", "16", "-procs", "2", "-reps", "2"}, cannonRows(16, 4, 2)},
 			} {
-				var stderr bytes.Buffer
-				cmd := launch(tc.ranks, tc.args...)
-				cmd.Stderr = &stderr
-				out, err := cmd.Output()
-				if err != nil {
-					t.Fatalf("%v: %v\n%s", cmd, err, stderr.Bytes())
-				}
-				checkRows(t, parseLines(t, string(out)), p.name, tc.want...)
+				checkRows(t, tw.Run(t, tc.ranks, tc.args...), peer, tc.want...)
 			}
 			// The flags are read before MPI_Init: no launcher needed.
 			for _, bad := range [][]string{{"-bench", "cannon", "-size", "8"}, {"-size", "0"}, {"-bench", "fft"}} {
-				out, err := exec.Command(bin, bad...).CombinedOutput()
+				out, err := exec.Command(tw.Bin, bad...).CombinedOutput()
 				var exit *exec.ExitError
 				if !errors.As(err, &exit) || !strings.Contains(string(out), bad[len(bad)-2]) {
 					t.Errorf("the twin given %q: %v\n%s", bad, err, out)
 				}
 			}
-			out, err := launch(3, "-bench", "cannon", "-n", "9").CombinedOutput()
+			out, err := tw.Command(3, "-bench", "cannon", "-n", "9").CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "square") {
 				t.Errorf("the twin on 3 processes: %v\n%s", err, out)
 			}

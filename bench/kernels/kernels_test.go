@@ -8,50 +8,29 @@ import (
 	"math"
 	"math/cmplx"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/weft-mpi/weft/internal/bench"
+	"github.com/weft-mpi/weft/internal/bench/twintest"
 	"github.com/weft-mpi/weft/mpi"
 )
 
 // runBody runs the body on ranks ranks in this process and returns the
-// result lines it printed (rank 0 alone prints), each as its fields.
-func runBody(t *testing.T, ranks int, args []string) ([]map[string]string, error) {
+// result lines it printed (rank 0 alone prints).
+func runBody(t *testing.T, ranks int, args []string) ([]bench.Line, error) {
 	t.Helper()
-	var out strings.Builder
+	var out bytes.Buffer
 	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) })
-	return fields(t, out.String()), err
-}
-
-// fields splits result lines into their key=value fields, failing on a
-// malformed or repeated one.
-func fields(t *testing.T, out string) []map[string]string {
-	t.Helper()
-	var lines []map[string]string
-	for _, line := range strings.Split(out, "\n") {
-		if line == "" {
-			continue
-		}
-		m := map[string]string{}
-		for _, kv := range strings.Fields(line) {
-			k, v, ok := strings.Cut(kv, "=")
-			if _, dup := m[k]; !ok || k == "" || v == "" || dup {
-				t.Fatalf("field %q of line %q: want key=value, each key once", kv, line)
-			}
-			m[k] = v
-		}
-		lines = append(lines, m)
-	}
-	return lines
+	return twintest.Lines(t, out.Bytes()), err
 }
 
 // checkLines checks that lines are the result lines of args on ranks ranks,
 // impl impl: time and mflops (and iter for sor), positive, with the row's
 // fields taken from the flags themselves, not from the code under test.
-func checkLines(t *testing.T, lines []map[string]string, args []string, ranks int, impl string) {
+func checkLines(t *testing.T, lines []bench.Line, args []string, ranks int, impl string) {
 	t.Helper()
 	flag := func(name, def string) string {
 		if i := slices.Index(args, "-"+name); i >= 0 {
@@ -70,16 +49,16 @@ func checkLines(t *testing.T, lines []map[string]string, args []string, ranks in
 		t.Fatalf("%d result lines, want %d: %v", len(lines), len(metrics), lines)
 	}
 	for _, l := range lines {
-		got := maps.Clone(l)
-		if v, err := strconv.ParseFloat(got["value"], 64); err != nil || !(v > 0) || math.IsInf(v, 0) {
-			t.Errorf("value=%q, want a positive number", got["value"])
+		if !(l.Value > 0) || math.IsInf(l.Value, 0) {
+			t.Errorf("value=%g, want a positive number", l.Value)
 		}
-		if unit, ok := metrics[got["metric"]]; !ok || got["unit"] != unit {
-			t.Errorf("metric=%q unit=%q, want one of %v", got["metric"], got["unit"], metrics)
+		if unit, ok := metrics[l.Metric]; !ok || l.Unit != unit {
+			t.Errorf("metric=%q unit=%q, want one of %v", l.Metric, l.Unit, metrics)
 		}
-		delete(metrics, got["metric"])
-		for _, k := range []string{"value", "metric", "unit"} {
-			delete(got, k)
+		delete(metrics, l.Metric)
+		got := map[string]string{"bench": l.Bench, "impl": l.Impl}
+		for _, f := range l.Row {
+			got[f.Key] = f.Value
 		}
 		if !maps.Equal(got, row) {
 			t.Errorf("fields %v, want %v", got, row)
@@ -394,7 +373,7 @@ func TestPlotsMatchLines(t *testing.T) {
 // TestTwinMPICH builds the C twin with MPICH and checks that it prints the rows
 // Weft prints for the same arguments, and refuses what Weft refuses.
 func TestTwinMPICH(t *testing.T) {
-	bin := buildTwin(t, "mpicc.mpich", "mpiexec.mpich")
+	tw := twintest.Build(t, "mpich", Suite.Twin)
 	for _, tt := range []struct {
 		ranks int
 		args  []string
@@ -405,14 +384,7 @@ func TestTwinMPICH(t *testing.T) {
 		{3, []string{"-kernel", "sor", "-n", "40", "-iters", "5", "-reps", "1"}},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			cmd := exec.Command("mpiexec.mpich", append([]string{"-n", strconv.Itoa(tt.ranks), bin}, tt.args...)...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%v: %v\n%s", cmd, err, stderr.Bytes())
-			}
-			checkLines(t, fields(t, string(out)), tt.args, tt.ranks, "mpich")
+			checkLines(t, tw.Run(t, tt.ranks, tt.args...), tt.args, tt.ranks, "mpich")
 			lines, err := runBody(t, tt.ranks, tt.args)
 			if err != nil {
 				t.Fatal(err)
@@ -432,30 +404,9 @@ func TestTwinMPICH(t *testing.T) {
 		{1, []string{"-kernel", "lu"}, `-kernel "lu"`},
 	} {
 		var exit *exec.ExitError
-		cmd := exec.Command("mpiexec.mpich", append([]string{"-n", strconv.Itoa(tt.ranks), bin}, tt.args...)...)
-		out, err := cmd.CombinedOutput()
+		out, err := tw.Command(tt.ranks, tt.args...).CombinedOutput()
 		if !errors.As(err, &exit) || !strings.Contains(string(out), tt.want) {
 			t.Errorf("the twin given %q on %d ranks: %v, want an error naming %s\n%s", tt.args, tt.ranks, err, tt.want, out)
 		}
 	}
-}
-
-// buildTwin compiles the twin with compiler as the runner does (no -lm, which
-// it does not pass), warnings as errors, or skips the test when compiler or
-// launcher is absent.
-func buildTwin(t *testing.T, compiler, launcher string) string {
-	t.Helper()
-	if _, err := exec.LookPath(compiler); err != nil {
-		t.Skipf("C twin unchecked: %v", err)
-	}
-	if _, err := exec.LookPath(launcher); err != nil {
-		t.Skipf("C twin unchecked: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "kernels-twin")
-	src := filepath.Join("..", "peers", Suite.Twin)
-	out, err := exec.Command(compiler, "-O2", "-Wall", "-Werror", "-o", bin, src, "-lpthread").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", compiler, src, err, out)
-	}
-	return bin
 }

@@ -4,41 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/weft-mpi/weft/internal/bench"
+	"github.com/weft-mpi/weft/internal/bench/twintest"
 	"github.com/weft-mpi/weft/mpi"
 )
-
-// line is one parsed result line: its fields in order.
-type line struct {
-	keys   []string
-	fields map[string]string
-}
-
-// parseLines reads result lines, failing the test on anything else.
-func parseLines(t *testing.T, out string) []line {
-	t.Helper()
-	var ls []line
-	for _, s := range strings.Split(strings.TrimSpace(out), "\n") {
-		l := line{fields: map[string]string{}}
-		for _, kv := range strings.Fields(s) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || v == "" || l.fields[k] != "" {
-				t.Fatalf("bad field %q in line %q", kv, s)
-			}
-			l.keys = append(l.keys, k)
-			l.fields[k] = v
-		}
-		ls = append(ls, l)
-	}
-	return ls
-}
 
 // arg returns the value of flag name in args, or def.
 func arg(args []string, name, def string) string {
@@ -61,45 +35,46 @@ var metrics = map[string][]string{
 	"latency_mt": {"latency"},
 }
 
-func runBody(ranks int, args []string, opts ...mpi.Option) (string, error) {
+func runBody(t *testing.T, ranks int, args []string, opts ...mpi.Option) ([]bench.Line, error) {
+	t.Helper()
 	var out bytes.Buffer
 	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) }, opts...)
-	return out.String(), err
+	return twintest.Lines(t, out.Bytes()), err
 }
 
 // checkLines checks the lines of one test: the row's fields, positive values,
 // every summary metric once and, for shortlong, one line per iteration in order.
-func checkLines(t *testing.T, args []string, ls []line, impl string) {
+func checkLines(t *testing.T, args []string, ls []bench.Line, impl string) {
 	t.Helper()
 	test := arg(args, "test", "")
 	mode := arg(args, "mode", "T")
 	seen := map[string]int{}
 	iters := 0
 	for _, l := range ls {
-		f := l.fields
-		if f["bench"] != "threads" || f["impl"] != impl || f["test"] != test || f["mode"] != mode {
-			t.Errorf("%v: line %v: want bench=threads impl=%s test=%s mode=%s", args, f, impl, test, mode)
+		field := func(k string) string { v, _ := l.Field(k); return v }
+		row := twintest.Row(l)
+		if l.Bench != "threads" || l.Impl != impl || field("test") != test || field("mode") != mode {
+			t.Errorf("%v: line %s impl=%s: want bench=threads impl=%s test=%s mode=%s", args, row, l.Impl, impl, test, mode)
 		}
 		for _, k := range []string{"pairs", "threads", "comms", "workers", "size"} {
-			if want := arg(args, k, ""); want != "" && f[k] != want {
-				t.Errorf("%v: line %v: %s=%s, want %s", args, f, k, f[k], want)
+			if want := arg(args, k, ""); want != "" && field(k) != want {
+				t.Errorf("%v: line %s: %s=%s, want %s", args, row, k, field(k), want)
 			}
 		}
-		v, err := strconv.ParseFloat(f["value"], 64)
-		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v < 0 || v == 0 && f["unit"] != "percent" || f["unit"] == "" {
-			t.Errorf("%v: line %v: want a positive value and a unit", args, f)
+		if v := l.Value; v < 0 || v == 0 && l.Unit != "percent" || l.Unit == "" {
+			t.Errorf("%v: line %s value %g: want a positive value and a unit", args, row, v)
 		}
-		if f["unit"] == "percent" && v > 100 && f["metric"] == "overlap" {
-			t.Errorf("%v: overlap %v%% is above 100", args, v)
+		if l.Unit == "percent" && l.Value > 100 && l.Metric == "overlap" {
+			t.Errorf("%v: overlap %v%% is above 100", args, l.Value)
 		}
-		if it, ok := f["iter"]; ok {
-			if f["metric"] != "short" || it != strconv.Itoa(iters) {
-				t.Errorf("%v: line %v: want metric=short iter=%d", args, f, iters)
+		if it, ok := l.Field("iter"); ok {
+			if l.Metric != "short" || it != strconv.Itoa(iters) {
+				t.Errorf("%v: line %s: want metric=short iter=%d", args, row, iters)
 			}
 			iters++
 			continue
 		}
-		seen[f["metric"]]++
+		seen[l.Metric]++
 	}
 	for _, m := range metrics[test] {
 		if seen[m] != 1 {
@@ -117,12 +92,12 @@ func TestQuickTests(t *testing.T) {
 	ts := Suite.Tests(true)
 	tested := map[string]bool{}
 	for _, tc := range ts {
-		out, err := runBody(tc.Ranks, tc.Args)
+		lines, err := runBody(t, tc.Ranks, tc.Args)
 		if err != nil {
 			t.Errorf("%v: %v", tc.Args, err)
 			continue
 		}
-		checkLines(t, tc.Args, parseLines(t, out), "weft")
+		checkLines(t, tc.Args, lines, "weft")
 		tested[arg(tc.Args, "test", "")+" "+arg(tc.Args, "mode", "T")] = true
 	}
 	for test := range metrics {
@@ -165,15 +140,15 @@ func TestBadArgs(t *testing.T) {
 		{2, []string{"-test", "msgrate", "-mode", "P", "-pairs", "2"}, "needs 4 ranks"},
 		{1, []string{"-test", "overlap"}, "at least 2 ranks"},
 	} {
-		out, err := runBody(tc.ranks, tc.args)
+		lines, err := runBody(t, tc.ranks, tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v on %d ranks: error %v, want one naming %q", tc.args, tc.ranks, err, tc.want)
 		}
-		if out != "" {
-			t.Errorf("%v: printed %q before failing", tc.args, out)
+		if len(lines) != 0 {
+			t.Errorf("%v: printed %v before failing", tc.args, lines)
 		}
 	}
-	_, err := runBody(2, []string{"-test", "msgrate", "-mode", "T"}, mpi.WithThreadLevel(mpi.ThreadFunneled))
+	_, err := runBody(t, 2, []string{"-test", "msgrate", "-mode", "T"}, mpi.WithThreadLevel(mpi.ThreadFunneled))
 	if err == nil || !strings.Contains(err.Error(), "thread level multiple") {
 		t.Errorf("mode T at thread level funneled: error %v, want one asking for multiple", err)
 	}
@@ -241,15 +216,7 @@ func TestNeighbours(t *testing.T) {
 // TestTwin builds the C twin with MPICH and checks that it prints the same
 // fields as the Weft body for the same arguments.
 func TestTwin(t *testing.T) {
-	mpicc, err1 := exec.LookPath("mpicc.mpich")
-	mpiexec, err2 := exec.LookPath("mpiexec.mpich")
-	if err1 != nil || err2 != nil {
-		t.Skip("mpicc.mpich or mpiexec.mpich not found: the C twin is not checked")
-	}
-	bin := filepath.Join(t.TempDir(), "threads")
-	if out, err := exec.Command(mpicc, "-O2", "-Wall", "-Werror", "-o", bin, "../peers/threads.c", "-lpthread").CombinedOutput(); err != nil {
-		t.Fatalf("building threads.c: %v\n%s", err, out)
-	}
+	tw := twintest.Build(t, "mpich", "threads.c")
 	for _, args := range [][]string{
 		{"-test", "msgrate", "-mode", "T", "-pairs", "2", "-iters", "2000"},
 		{"-test", "overhead", "-mode", "P", "-size", "16", "-iters", "500"},
@@ -258,36 +225,23 @@ func TestTwin(t *testing.T) {
 		{"-test", "allreduce", "-mode", "T", "-comms", "2", "-iters", "20"},
 		{"-test", "latency_mt", "-iters", "500"},
 	} {
-		cmd := exec.Command(mpiexec, append([]string{"-n", "2", bin}, append(args, "-impl", "mpich")...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, stderr.Bytes())
-		}
-		c := parseLines(t, string(out))
+		c := tw.Run(t, 2, args...)
 		checkLines(t, args, c, "mpich")
-		weft, err := runBody(2, args)
+		w, err := runBody(t, 2, args)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		w := parseLines(t, weft)
 		if len(c) != len(w) {
 			t.Fatalf("%v: the twin printed %d lines, Weft %d", args, len(c), len(w))
 		}
 		for i := range c {
-			for _, k := range w[i].keys {
-				if k != "impl" && k != "value" && c[i].fields[k] != w[i].fields[k] {
-					t.Errorf("%v line %d: the twin has %s=%q, Weft %q", args, i, k, c[i].fields[k], w[i].fields[k])
-				}
-			}
-			if !slices.Equal(c[i].keys, w[i].keys) {
-				t.Errorf("%v line %d: the twin's fields are %v, Weft's %v", args, i, c[i].keys, w[i].keys)
+			if twintest.Row(c[i]) != twintest.Row(w[i]) {
+				t.Errorf("%v line %d: the twin's row is %s, Weft's %s", args, i, twintest.Row(c[i]), twintest.Row(w[i]))
 			}
 		}
 	}
 	// a bad flag is refused with the flag's name and status 2, as Weft refuses it
-	out, err := exec.Command(mpiexec, "-n", "2", bin, "-test", "bw", "-bogus", "1").CombinedOutput()
+	out, err := tw.Command(2, "-test", "bw", "-bogus", "1").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "-bogus") {
 		t.Errorf("the twin with -bogus: %v\n%s", err, out)
 	}

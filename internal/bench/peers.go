@@ -172,10 +172,20 @@ func twinFiles(src fs.FS, twin string) ([]source, error) {
 	return files, nil
 }
 
-// build compiles the twin (files[0]) with cc -O2 into bin, its headers beside
-// it, through a temporary name so that an interrupted build leaves nothing a
-// later run would take as built.
-func build(cc, dir, twin string, files []source, bin string) error {
+// Compile builds twin, a file of src, with the headers beside it in src, with
+// cc -O2 and flags into bin (the suites' tests add -Wall -Werror).
+func Compile(cc string, src fs.FS, twin, bin string, flags ...string) error {
+	files, err := twinFiles(src, twin)
+	if err != nil {
+		return err
+	}
+	return build(cc, filepath.Dir(bin), twin, files, bin, flags...)
+}
+
+// build compiles the twin (files[0]) with cc -O2 and flags into bin, its
+// headers beside it, through a temporary name so that an interrupted build
+// leaves nothing a later run would take as built.
+func build(cc, dir, twin string, files []source, bin string, flags ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -186,7 +196,8 @@ func build(cc, dir, twin string, files []source, bin string) error {
 	}
 	src := filepath.Join(dir, twin)
 	tmp := bin + ".tmp" + strconv.Itoa(os.Getpid())
-	out, err := exec.Command(cc, "-O2", "-o", tmp, src, "-lpthread").CombinedOutput()
+	args := append(append([]string{"-O2"}, flags...), "-o", tmp, src, "-lpthread")
+	out, err := exec.Command(cc, args...).CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s -O2 %s failed: %v: %s", filepath.Base(cc), twin, err, tail(out, 5))
