@@ -189,6 +189,10 @@ type episode struct {
 
 	buf []byte // Bcast: the root's buffer, written before start opens
 
+	// contrib holds, in a small Reduce, each rank's copy of its contribution,
+	// made before it arrives, so that every rank but the root can leave at once.
+	contrib [][]byte
+
 	// Reductions, set by the last rank to arrive before start opens.
 	chunks int          // pieces of the vectors, combined by whoever claims them
 	chunk  int          // bytes per piece
@@ -244,7 +248,9 @@ func (g *gate) park() {
 
 // join returns the calling rank's next episode on c, making it if the rank is the
 // first to arrive. It returns nil if the job ended while the rank waited for a slot.
-func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte)) *episode {
+// eager asks for an episode whose ranks leave copies of their contributions in it
+// (a small Reduce): the maker's wish holds for every rank.
+func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte), eager bool) *episode {
 	s := c.ranks[rank].seq.Add(1) - 1
 	slot := &c.ring[s%ringSize]
 	var fresh *episode
@@ -259,6 +265,9 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte))
 				fresh = &episode{seq: s, kind: k, root: root, elem: elem, fn: fn}
 				if k == barrier && c.n > fanIn {
 					fresh.tree = newTree(c.n)
+				}
+				if eager {
+					fresh.contrib = make([][]byte, c.n)
 				}
 			}
 			if slot.CompareAndSwap(e, fresh) {
@@ -387,7 +396,7 @@ func (c *Comm) Barrier(rank int) error {
 	if c.n == 1 {
 		return nil
 	}
-	e := c.join(rank, barrier, 0, 0, nil)
+	e := c.join(rank, barrier, 0, 0, nil, false)
 	if e == nil {
 		return ErrAborted
 	}
@@ -481,7 +490,7 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	if c.n == 1 {
 		return nil
 	}
-	e := c.join(rank, bcast, root, elem, nil)
+	e := c.join(rank, bcast, root, elem, nil, false)
 	if e == nil {
 		return ErrAborted
 	}

@@ -241,11 +241,11 @@ func TestCollectives(t *testing.T) {
 	}
 }
 
-// TestBcastBackToBack: small Bcasts one after another, the root the same or
-// rotating, while the last rank is sometimes slow to call: a local root may run
-// ahead of its proc's ranks, but a leader must not, since each rank reads the
-// outcome its leader published for the call.
-func TestBcastBackToBack(t *testing.T) {
+// TestBackToBack: small Bcasts and Reduces one after another, the root the same
+// or rotating, while the last rank is sometimes slow to call: a local root (or a
+// local Reduce's other ranks) may run ahead of its proc's ranks, but a leader
+// must not, since each rank reads the outcome its leader published for the call.
+func TestBackToBack(t *testing.T) {
 	layouts := append(slices.Clone(layouts), []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3})
 	for _, procOf := range layouts {
 		n := len(procOf)
@@ -269,6 +269,13 @@ func TestBcastBackToBack(t *testing.T) {
 						}
 						if buf[0] != byte(i) || buf[7] != byte(root) {
 							return fmt.Errorf("Bcast %d from %d: %v", i, root, buf)
+						}
+						got := make([]byte, 2)
+						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
+							return err
+						}
+						if r == root && !bytes.Equal(got, []byte{0, byte(n)}) {
+							return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, n)
 						}
 					}
 					return nil
