@@ -50,11 +50,15 @@ func Build(t testing.TB, peer, twin string) *Twin {
 }
 
 // Command is ranks processes of the twin given args, started as weft bench
-// starts them on one host.
+// starts them on one host, but with MPICH's UCX kept to shared memory: at
+// MPI_Init it opens every network device, and the network-namespace tests of
+// other packages add and remove some while these run.
 func (tw *Twin) Command(ranks int, args ...string) *exec.Cmd {
 	line := tw.Peer.Shm
 	argv := append(append(slices.Clone(line[1:]), strconv.Itoa(ranks), tw.Bin), args...)
-	return exec.Command(line[0], argv...)
+	cmd := exec.Command(line[0], argv...)
+	cmd.Env = append(os.Environ(), "UCX_TLS=self,sm")
+	return cmd
 }
 
 // Run runs ranks processes of the twin given args and returns their result
