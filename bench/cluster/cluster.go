@@ -52,7 +52,10 @@ var Suite = bench.Suite{
 		"peers: 4 processes per host), procs=M (see coll). This kernel has no sch_netem, so the links " +
 		"add no latency of their own (a few µs through veth and bridge); " + EnvDelay + "=D adds " +
 		"Weft-only rows with WEFT_NET_DELAY=D, Weft's in-process one-way delay on every message between " +
-		"procs (TMPI's Fast Ethernet: about 100us). Needs root and iproute2 (ip, tc); without them " +
+		"procs (TMPI's Fast Ethernet: about 100us). The hosts share this machine's CPUs, so Weft's " +
+		"procs get each host's share (GOMAXPROCS = CPUs / M, and with more hosts than CPUs the " +
+		"crowded-host poll budget, WEFT_NET_SPIN=20µs), as Weft gives procs of one host; the peers' " +
+		"processes are single-threaded. Needs root and iproute2 (ip, tc); without them " +
 		"every run fails saying so. The namespaces and bridge are removed at the end, also on failure " +
 		"or interrupt.",
 	Twin:    "p2p.c",

@@ -141,3 +141,21 @@ func TestCluster(t *testing.T) {
 		t.Errorf("wrapper left after Close: %v", err)
 	}
 }
+
+// TestShareEnv: Weft's procs on emulated hosts get each host's share of this
+// machine's CPUs, and a crowded host's poll budget when hosts outnumber CPUs.
+func TestShareEnv(t *testing.T) {
+	for _, tc := range []struct {
+		hosts, cpus int
+		want        string
+	}{
+		{2, 2, "GOMAXPROCS=1"},
+		{2, 8, "GOMAXPROCS=4"},
+		{4, 2, "GOMAXPROCS=1 WEFT_NET_SPIN=20µs"},
+		{16, 8, "GOMAXPROCS=1 WEFT_NET_SPIN=20µs"},
+	} {
+		if got := strings.Join(shareEnv(tc.hosts, tc.cpus), " "); got != tc.want {
+			t.Errorf("%d hosts on %d CPUs: %q, want %q", tc.hosts, tc.cpus, got, tc.want)
+		}
+	}
+}

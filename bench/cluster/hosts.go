@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/internal/testnet/netns"
+	"github.com/weft-mpi/weft/mpi"
 )
 
 // makeCluster is the suite's bench.Suite.Cluster: n namespaces on a bridge,
@@ -42,7 +44,7 @@ func makeCluster(n int) (*bench.Cluster, error) {
 	}
 	c := &bench.Cluster{
 		Rsh: "ip netns exec {host}", LauncherAddr: nw.Addr, Exec: filepath.Join(dir, "on-host"),
-		Subnet: nw.Subnet, Close: closeAll,
+		Subnet: nw.Subnet, Close: closeAll, Env: shareEnv(n, runtime.NumCPU()),
 		Across: func(peer string, c *bench.Cluster, perHost int) ([]string, error) {
 			return across(peer, c, perHost, nw.Bridge)
 		},
@@ -59,6 +61,19 @@ func makeCluster(n int) (*bench.Cluster, error) {
 		c.Note += "; no netem here (" + why + "): latency only through " + EnvDelay + ", Weft's in-process delay"
 	}
 	return c, nil
+}
+
+// shareEnv is the environment of Weft's procs on hosts emulated hosts: each
+// host's share of this machine's cpus, and with more hosts than cpus the poll
+// budget of a crowded host. Weft sizes a proc by its host's CPUs (mpi.Main),
+// and these hosts all run on this machine's: two procs that each took both
+// cores polled against each other (8-byte ping-pong 21 µs instead of 6).
+func shareEnv(hosts, cpus int) []string {
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(max(1, cpus/hosts))}
+	if hosts > cpus {
+		env = append(env, "WEFT_NET_SPIN="+mpi.CrowdedNetSpin.String())
+	}
+	return env
 }
 
 // wrapper is an ssh-like program for the peers' launchers: `on-host [-opts]
