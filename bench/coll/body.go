@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -37,19 +36,15 @@ type config struct {
 // parse reads a run's flags; every error names the flag at fault.
 func parse(args []string) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("coll", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := bench.Flags("coll")
 	fs.StringVar(&cfg.op, "op", "barrier", "the collective")
 	fs.IntVar(&cfg.size, "size", 8, "bytes per rank's buffer or block")
 	fs.StringVar(&cfg.root, "root", "same", "root pattern of rooted collectives: same, rotate or combo")
 	fs.IntVar(&cfg.procs, "procs", 1, "the layout's procs (a label: TMPI's B in AxB)")
 	fs.IntVar(&cfg.iters, "iters", 0, "timed iterations (0: as many as -time needs)")
 	fs.Float64Var(&cfg.secs, "time", 0.2, "least timed seconds when -iters is 0")
-	if err := fs.Parse(args); err != nil {
-		return cfg, fmt.Errorf("coll: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("coll: unexpected argument %q (flags only)", fs.Arg(0))
+	if err := bench.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

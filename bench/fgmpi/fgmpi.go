@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -41,8 +42,7 @@ var onlyFor = map[string]string{
 // parse reads a run's flags; every error names the flag at fault.
 func parse(args []string) (config, error) {
 	var cf config
-	fs := flag.NewFlagSet("fgmpi", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := bench.Flags("fgmpi")
 	fs.StringVar(&cf.bench, "bench", "collocated", "collocated or cannon")
 	fs.IntVar(&cf.size, "size", 8, "collocated: message bytes")
 	fs.IntVar(&cf.iters, "iters", 1000, "collocated: timed round trips")
@@ -50,11 +50,8 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&cf.n, "n", 1024, "cannon: matrix order")
 	fs.IntVar(&cf.procs, "procs", 1, "cannon: the job's procs (FG-MPI's O)")
 	fs.IntVar(&cf.reps, "reps", 1, "cannon: timed multiplies")
-	if err := fs.Parse(args); err != nil {
-		return cf, fmt.Errorf("fgmpi: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return cf, fmt.Errorf("fgmpi: unexpected argument %q (flags only)", fs.Arg(0))
+	if err := bench.Parse(fs, args); err != nil {
+		return cf, err
 	}
 	if cf.bench != "collocated" && cf.bench != "cannon" {
 		return cf, fmt.Errorf("fgmpi: -bench %q: want collocated or cannon", cf.bench)

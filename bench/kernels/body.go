@@ -73,17 +73,13 @@ func rowsFit(n, p int) error {
 // parse reads a run's flags; every error names the flag at fault.
 func parse(args []string) (config, error) {
 	var cfg config
-	fs := flag.NewFlagSet("kernels", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := bench.Flags("kernels")
 	fs.StringVar(&cfg.kernel, "kernel", "", fmt.Sprintf("the kernel: %v", kernelNames()))
 	fs.IntVar(&cfg.n, "n", 256, "matrix order, FFT side or grid side")
 	fs.IntVar(&cfg.iters, "iters", 10, "sor: red-black sweeps per run")
 	fs.IntVar(&cfg.reps, "reps", 2, "timed runs, of which the fastest counts")
-	if err := fs.Parse(args); err != nil {
-		return cfg, fmt.Errorf("kernels: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("kernels: unexpected argument %q (flags only)", fs.Arg(0))
+	if err := bench.Parse(fs, args); err != nil {
+		return cfg, err
 	}
 	iters := false
 	fs.Visit(func(f *flag.Flag) { iters = iters || f.Name == "iters" })

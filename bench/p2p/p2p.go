@@ -8,7 +8,6 @@ package p2p
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -139,18 +138,15 @@ type config struct {
 
 func parse(args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("p2p", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := bench.Flags("p2p")
 	fs.StringVar(&c.bench, "bench", "pingpong", "pingpong, bw, bibw, msgrate or oneway")
 	fs.IntVar(&c.size, "size", 8, "message bytes")
 	fs.IntVar(&c.iters, "iters", 0, "iterations (required)")
 	fs.IntVar(&c.pairs, "pairs", 1, "msgrate: sender-receiver pairs")
-	if err := fs.Parse(args); err != nil {
-		return c, fmt.Errorf("p2p: %w", err)
+	if err := bench.Parse(fs, args); err != nil {
+		return c, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return c, fmt.Errorf("p2p: unexpected argument %q", fs.Arg(0))
 	case c.iters < 1:
 		return c, errors.New("p2p: -iters N (at least 1) is required")
 	case c.size < 0:

@@ -8,7 +8,6 @@ package threads
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -130,8 +129,7 @@ const maxStreams = 64
 // parse reads args as the C twin does and fills in the test's defaults.
 func parse(args []string) (*config, error) {
 	cf := &config{}
-	fs := flag.NewFlagSet("threads", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := bench.Flags("threads")
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range kinds {
 			if !yield(n) {
@@ -148,11 +146,8 @@ func parse(args []string) (*config, error) {
 	fs.IntVar(&cf.comms, "comms", 2, "allreduce: concurrent communicators")
 	fs.IntVar(&cf.workers, "workers", 1, "hidden: computing threads or ranks per node")
 	fs.IntVar(&cf.work, "work", 100, "overlap: microseconds of computation per iteration")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("threads: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("threads: unexpected argument %q (flags only)", fs.Arg(0))
+	if err := bench.Parse(fs, args); err != nil {
+		return nil, err
 	}
 	k, ok := kinds[cf.test]
 	if !ok {

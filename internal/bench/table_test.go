@@ -227,3 +227,28 @@ func TestTableLines(t *testing.T) {
 		t.Fatalf("%d rows from the table lines, want 2", len(rows))
 	}
 }
+
+// TestParse: a suite body's flags parse silently, errors name the suite, and
+// an argument that is not a flag is refused.
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"-size", "16"}, ""},
+		{[]string{"-size=16"}, ""},
+		{[]string{"-bogus", "1"}, "demo: flag provided but not defined: -bogus"},
+		{[]string{"-size", "x"}, "demo: invalid value"},
+		{[]string{"-size", "16", "extra"}, `demo: unexpected argument "extra" (flags only)`},
+	} {
+		fs := Flags("demo")
+		size := fs.Int("size", 8, "")
+		err := Parse(fs, tc.args)
+		switch {
+		case tc.want == "" && (err != nil || *size != 16):
+			t.Errorf("%q: size %d, error %v; want 16 and no error", tc.args, *size, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+}
