@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-mpi/weft/bench/p2p"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -15,28 +16,10 @@ func pingpong(b *testing.B, size int, opts ...mpi.Option) {
 	b.SetBytes(int64(2 * size))
 	err := mpi.Run(2, func(c *mpi.Comm) error {
 		buf := make([]byte, size)
-		peer := 1 - c.Rank()
 		if c.Rank() == 0 {
 			b.ResetTimer()
 		}
-		for i := 0; i < b.N; i++ {
-			if c.Rank() == 0 {
-				if err := mpi.Send(c, buf, peer, 0); err != nil {
-					return err
-				}
-				if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
-				return err
-			}
-			if err := mpi.Send(c, buf, peer, 0); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p2p.RoundTrips(c, buf, b.N)
 	}, opts...)
 	if err != nil {
 		b.Fatal(err)

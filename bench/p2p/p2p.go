@@ -248,29 +248,33 @@ func timed(c *mpi.Comm, iters int, test func(n int) error) (float64, error) {
 	return mpi.Wtime() - start, nil
 }
 
-func (cfg config) pingpong(c *mpi.Comm) error {
-	buf := make([]byte, cfg.size)
+// RoundTrips makes n blocking round trips of buf between ranks 0 and 1 of c,
+// rank 0 sending first: the ping-pong of this suite and of mpi's Go benchmarks.
+func RoundTrips(c *mpi.Comm, buf []byte, n int) error {
 	peer := 1 - c.Rank()
-	secs, err := timed(c, cfg.iters, func(n int) error {
-		for range n {
-			if c.Rank() == 0 {
-				if err := mpi.Send(c, buf, peer, 0); err != nil {
-					return err
-				}
-				if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
-					return err
-				}
-				continue
+	for range n {
+		if c.Rank() == 0 {
+			if err := mpi.Send(c, buf, peer, 0); err != nil {
+				return err
 			}
 			if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
 				return err
 			}
-			if err := mpi.Send(c, buf, peer, 0); err != nil {
-				return err
-			}
+			continue
 		}
-		return nil
-	})
+		if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
+			return err
+		}
+		if err := mpi.Send(c, buf, peer, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cfg config) pingpong(c *mpi.Comm) error {
+	buf := make([]byte, cfg.size)
+	secs, err := timed(c, cfg.iters, func(n int) error { return RoundTrips(c, buf, n) })
 	if err != nil {
 		return err
 	}
