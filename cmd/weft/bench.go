@@ -79,13 +79,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	o, err := parseBench(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, benchUsage)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "weft bench: %v\nUsage: weft bench SUITE... | all [options]; weft bench --help for more.\n", err)
-		return 2
+	if code, done := settled("bench", err, benchUsage, "weft bench SUITE... | all [options]", stdout, stderr); done {
+		return code
 	}
 	// Runs are process groups of their own, out of reach of a terminal's
 	// Ctrl-C: a signal here ends the run in progress, then weft bench.

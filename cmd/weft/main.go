@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -106,4 +108,19 @@ func build() string {
 		}
 	}
 	return s
+}
+
+// settled reports a subcommand's command line that ends it before it runs: a
+// request for help (its usage on stdout, status 0) or an error (with the
+// synopsis on stderr, status 2). done is false when the command may go on.
+func settled(name string, err error, usage, synopsis string, stdout, stderr io.Writer) (code int, done bool) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return 0, true
+	case err != nil:
+		fmt.Fprintf(stderr, "weft %s: %v\nUsage: %s; weft %s --help for more.\n", name, err, synopsis, name)
+		return 2, true
+	}
+	return 0, false
 }

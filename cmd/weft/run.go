@@ -61,13 +61,8 @@ See docs/launch.md.
 // runJob is `weft run`.
 func runJob(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg, err := parseRun(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, runUsage)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "weft run: %v\nUsage: weft run -n N [options] PROGRAM [ARGS...]; weft run --help for more.\n", err)
-		return 2
+	if code, done := settled("run", err, runUsage, "weft run -n N [options] PROGRAM [ARGS...]", stdout, stderr); done {
+		return code
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
