@@ -166,6 +166,9 @@ func (c *Comm) collective(err error, op string) error {
 		if cause := c.core.World.Cause(); cause != nil {
 			return c.abortError(cause, op, NoValue, NoValue)
 		}
+		if loss := c.core.World.Loss(); loss != nil {
+			return c.abortError(loss, op, NoValue, NoValue)
+		}
 		return errs.New(errs.Intern, op, c.rank, "a collective was interrupted but the job was not aborted")
 	}
 	if e, ok := err.(*Error); ok && e.Op != op {

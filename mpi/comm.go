@@ -201,6 +201,9 @@ func (c *Comm) failed(err error, op string, peer, tag int) error {
 	if err == p2p.ErrAborted {
 		return c.abortError(c.core.World.Cause(), op, peer, tag)
 	}
+	if e, ok := err.(*Error); ok && e.Op == "" { // a lost proc, in errors-return mode
+		return c.abortError(e, op, peer, tag)
+	}
 	return err
 }
 

@@ -86,6 +86,14 @@ func WithNetSpin(d time.Duration) Option {
 // netem), in order per link. 0, the default, costs nothing.
 func WithNetDelay(d time.Duration) Option { return func(c *config) { c.netDelay = d } }
 
+// WithErrorsReturn keeps a job that spans procs running when one of its procs
+// dies or its link breaks, as MPI's MPI_ERRORS_RETURN: the operations that involve
+// the lost proc's ranks fail with ErrProcFailed and the survivors go on (see
+// docs/launch.md, "When a proc dies"). By default such a loss ends the job. Start
+// the job with `weft run --errors-return`, which sets WEFT_ERRORS=return and keeps
+// the launcher from tearing the job down.
+func WithErrorsReturn() Option { return func(c *config) { c.p2p.ErrorsReturn = true } }
+
 // crowd lowers the network poll budget to CrowdedNetSpin, unless it was chosen,
 // on a host whose procs outnumber its cpus.
 func (c *config) crowd(procs, cpus int) {
@@ -156,6 +164,19 @@ var tunables = []tunable{
 		func(c *config, v string) (err error) {
 			c.netDelay, err = durationSetting(v)
 			return err
+		}},
+	{Tunable{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal",
+		Doc: "fatal or return: whether a lost proc ends the job, or only fails what involves it (ErrProcFailed)"},
+		func(c *config, v string) error {
+			switch v {
+			case "fatal":
+				c.p2p.ErrorsReturn = false
+			case "return":
+				c.p2p.ErrorsReturn = true
+			default:
+				return fmt.Errorf("want fatal or return")
+			}
+			return nil
 		}},
 	{Tunable{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple",
 		Doc: "single, funneled, serialized or multiple: the thread level requested"},

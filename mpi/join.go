@@ -55,6 +55,13 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	}
 	wd.Connect(dev)
 	xn.Connect(dev)
+	if cfg.p2p.ErrorsReturn {
+		// Survivors must hear of a death even from a proc they never sent to.
+		if err := dev.ConnectAll(netd.ChannelP2P); err != nil {
+			dev.Close()
+			return fail(err)
+		}
+	}
 	first, n, _ := bj.Layout.ProcRanks(bj.Proc)
 	if err := j.run(first, n, fn, &cfg); err != nil {
 		return err // Main aborts the job through the launcher

@@ -25,6 +25,7 @@ import (
 
 func init() {
 	helpers["suite"] = suite
+	helpers["survive"] = survive
 	helpers["die"] = func(c *mpi.Comm) error {
 		// The last rank's proc exits abruptly while the others wait for it.
 		if c.Rank() == c.Size()-1 {
@@ -545,6 +546,132 @@ func weftRunDeath(t *testing.T, name string) {
 	}
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("the job took %v to end after a proc died", el)
+	}
+}
+
+// survive is a job of 3 procs of 2 ranks in errors-return mode whose proc 2
+// (ranks 4 and 5) dies while the others wait for it in every way: each survivor
+// checks that what involved the dead proc failed with ErrProcFailed naming it,
+// and that it still talks to the other survivors, in its proc and across.
+func survive(c *mpi.Comm) error {
+	const ready, late = 1, 2
+	me := c.Rank()
+	if c.Size() != 6 {
+		return fmt.Errorf("survive wants 6 ranks, got %d", c.Size())
+	}
+	switch me {
+	case 4: // dies once every survivor waits
+		if _, err := mpi.Recv(c, []byte{}, 0, ready); err != nil {
+			return err
+		}
+		os.Exit(3)
+	case 5: // dies with its proc, waiting for nothing that comes
+		_, err := mpi.Recv(c, []byte{}, 0, late)
+		return fmt.Errorf("rank 5 outlived its proc: %v", err)
+	}
+	lost := func(what string, err error) error {
+		if !errors.Is(err, mpi.ErrProcFailed) || !strings.Contains(err.Error(), "lost proc 2") {
+			return fmt.Errorf("%s: %v, want ErrProcFailed naming proc 2", what, err)
+		}
+		return nil
+	}
+	// What each survivor waits for when proc 2 dies.
+	var pending func() error
+	switch me {
+	case 0:
+		fromDead, err := mpi.Irecv(c, make([]int, 1), 5, late)
+		if err != nil {
+			return err
+		}
+		fromAny, err := mpi.Irecv(c, make([]int, 1), mpi.AnySource, late)
+		if err != nil {
+			return err
+		}
+		pending = func() error {
+			_, err1 := fromDead.Wait()
+			_, err2 := fromAny.Wait()
+			return errors.Join(lost("Irecv from rank 5", err1), lost("Irecv from any source", err2))
+		}
+	case 1:
+		probed, sent := make(chan error, 1), make(chan error, 1)
+		go func() { _, err := mpi.Probe(c, 4, late); probed <- err }()
+		go func() { sent <- mpi.Ssend(c, make([]byte, 1<<20), 5, late) }()
+		pending = func() error {
+			return errors.Join(lost("Probe of rank 4", <-probed), lost("Ssend to rank 5", <-sent))
+		}
+	case 2:
+		done := make(chan error, 1)
+		go func() { _, err := mpi.Recv(c, make([]byte, 1<<20), 4, late); done <- err }()
+		pending = func() error { return lost("Recv from rank 4", <-done) }
+	case 3:
+		done := make(chan error, 1)
+		go func() { _, err := mpi.Probe(c, mpi.AnySource, late); done <- err }()
+		pending = func() error { return lost("Probe of any source", <-done) }
+	}
+	// Rank 0 tells rank 4 once all four wait: proc 1 never sends to proc 2, so
+	// it learns of the death only from a connection made for that.
+	if me == 0 {
+		for range 3 {
+			if _, err := mpi.Recv(c, []byte{}, mpi.AnySource, ready); err != nil {
+				return err
+			}
+		}
+		if err := mpi.Send(c, []byte{}, 4, ready); err != nil {
+			return err
+		}
+	} else if err := mpi.Send(c, []byte{}, 0, ready); err != nil {
+		return err
+	}
+	if err := pending(); err != nil {
+		return err
+	}
+	// Once the loss is known, what involves the dead ranks fails at once.
+	_, err := mpi.Recv(c, make([]byte, 8), 4, late)
+	if err := lost("a later Recv from rank 4", err); err != nil {
+		return err
+	}
+	if err := lost("a later Send to rank 5", mpi.Send(c, []byte("x"), 5, late)); err != nil {
+		return err
+	}
+	if err := lost("Barrier with a dead member", c.Barrier()); err != nil {
+		return err
+	}
+	// The survivors still talk: a ring over ranks 0-3, across procs 0 and 1.
+	next, prev := (me+1)%4, (me+3)%4
+	for round := range 3 {
+		got := make([]int, 1000)
+		send := make([]int, 1000)
+		for i := range send {
+			send[i] = me*1000 + round*7 + i
+		}
+		if _, err := mpi.Sendrecv(c, send, next, round, got, prev, round); err != nil {
+			return fmt.Errorf("ring among survivors, round %d: %w", round, err)
+		}
+		if got[999] != prev*1000+round*7+999 {
+			return fmt.Errorf("ring among survivors, round %d: got %d from rank %d", round, got[999], prev)
+		}
+	}
+	fmt.Printf("rank %d survived\n", me)
+	return nil
+}
+
+// TestWeftRunErrorsReturn: under weft run --errors-return a proc that dies is
+// reported, the others go on (survive checks what they see), and the job ends
+// with the dead proc's status.
+func TestWeftRunErrorsReturn(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 6, PerProc: 2, ErrorsReturn: true}, "survive", nil)
+	var f *launch.Failure
+	if !errors.As(err, &f) || f.Proc != 2 || f.Code != 3 {
+		t.Fatalf("job: %v, want proc 2 failing with status 3\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	slices.Sort(got)
+	want := []string{"rank 0 survived", "rank 1 survived", "rank 2 survived", "rank 3 survived"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr:\n%s", out, strings.Join(want, "\n"), errOut)
+	}
+	if !strings.Contains(errOut, "the job goes on without it") {
+		t.Errorf("weft run did not report the death: stderr:\n%s", errOut)
 	}
 }
 

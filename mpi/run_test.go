@@ -334,9 +334,10 @@ func TestTunables(t *testing.T) {
 		{Name: "WithSpin", Env: "WEFT_SPIN", Default: "20µs"},
 		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "200µs"},
 		{Name: "WithNetDelay", Env: "WEFT_NET_DELAY", Default: "0s"},
+		{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}
-	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_THREAD_LEVEL")
+	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_ERRORS", "WEFT_THREAD_LEVEL")
 	t.Setenv("WEFT_POOL_CAP", "12345")
 	got := mpi.Tunables()
 	if len(got) != len(want) {
@@ -365,6 +366,7 @@ func TestBadEnvironment(t *testing.T) {
 		{"WEFT_NET_SPIN", "-1us"},
 		{"WEFT_NET_DELAY", "-50us"},
 		{"WEFT_POOL_CAP", "lots"},
+		{"WEFT_ERRORS", "ignore"},
 		{"WEFT_THREAD_LEVEL", "turbo"},
 	}
 	for _, tt := range tests {

@@ -33,6 +33,8 @@ Options:
                         network namespace, this machine's first IPv4 address)
   --tag-output          begin each line of output with its proc's ranks:
                         "[rank 3] " or "[ranks 4-7] "
+  --errors-return       when a proc dies, keep the others running: they get
+                        ErrProcFailed from what involved it (WEFT_ERRORS=return)
 
 Without --hosts or --hostfile every proc runs here, as do procs on "localhost" or
 on this machine's own name. Procs elsewhere are started by CMD, which runs
@@ -52,7 +54,9 @@ get only its WEFT_* variables. Proc 0 reads weft run's standard input.
 SIGINT and SIGTERM are passed on to every proc; a second signal, or procs still
 there 3 s later, get SIGKILL. When a proc fails (exits non-zero, is killed, aborts,
 or exits 0 without PMI finalize after init) the whole job is stopped the same way
-and weft run says which proc failed, where, and how. Exit status: 0 if every proc
+and weft run says which proc failed, where, and how (with --errors-return a proc
+that dies or exits non-zero is reported and the others go on; an abort still
+ends the job). Exit status: 0 if every proc
 succeeded, else the first failure's (an abort's code, 128+N for signal N, 127 for
 a proc that could not be started); 1 if weft run itself failed; 2 for bad usage.
 See docs/launch.md.
@@ -88,6 +92,7 @@ func parseRun(args []string) (launch.Config, error) {
 	fs.StringVar(&cfg.Rsh, "rsh", "ssh", "")
 	fs.StringVar(&cfg.LauncherAddr, "launcher-addr", "", "")
 	fs.BoolVar(&cfg.TagOutput, "tag-output", false, "")
+	fs.BoolVar(&cfg.ErrorsReturn, "errors-return", false, "")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

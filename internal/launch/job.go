@@ -51,7 +51,8 @@ type job struct {
 
 	mu        sync.Mutex
 	failure   *Failure
-	failed    chan struct{} // closed at the first failure
+	failed    chan struct{} // closed at the first failure that ends the job
+	tearing   bool          // failed is closed
 	signalled os.Signal     // the first signal forwarded, if any
 }
 
@@ -143,6 +144,7 @@ func newJob(cfg Config) (*job, error) {
 	}
 	j.exits = make(chan exitEvent, procs)
 	j.srv = newServer(j.id, pl.mapping, tokens, j)
+	j.srv.survive = cfg.ErrorsReturn
 	return j, nil
 }
 
@@ -330,7 +332,7 @@ func (j *job) stdin() (in *os.File, piped bool, err error) {
 
 // procEnv is what every proc is told about its place in the job.
 func (j *job) procEnv(p *proc) []string {
-	return []string{
+	env := []string{
 		"PMI_RANK=" + strconv.Itoa(p.index),
 		"PMI_SIZE=" + strconv.Itoa(len(j.procs)),
 		"WEFT_LAYOUT=" + j.pl.layout.String(),
@@ -338,6 +340,10 @@ func (j *job) procEnv(p *proc) []string {
 		"WEFT_KEY=" + j.key,
 		"WEFT_HOST=" + p.host,
 	}
+	if j.cfg.ErrorsReturn {
+		env = append(env, "WEFT_ERRORS=return")
+	}
+	return env
 }
 
 // isPMIOrJobKey: the variables a local proc must not inherit from the
@@ -404,7 +410,11 @@ func (j *job) judge(e exitEvent) {
 			code, what = 1, "exited with status 0 without calling PMI finalize"
 		}
 	}
-	if code != 0 {
+	switch {
+	case code != 0 && j.cfg.ErrorsReturn:
+		f := j.record(e.p, code, what)
+		j.out.notef("%v; the job goes on without it (errors-return)", f)
+	case code != 0:
 		j.fail(e.p, code, what)
 	}
 	if waiter := j.srv.exited(e.p.index); waiter >= 0 {
@@ -430,16 +440,28 @@ func exitStatus(ps *os.ProcessState, err error) (int, string) {
 
 // fail records the job's first failure and starts the teardown.
 func (j *job) fail(p *proc, code int, what string) {
+	j.record(p, code, what)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.failure != nil {
-		return
+	if !j.tearing {
+		j.tearing = true
+		close(j.failed)
 	}
+}
+
+// record keeps the job's first failure, for its exit status, and returns the
+// failure of p.
+func (j *job) record(p *proc, code int, what string) *Failure {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.signalled != nil {
 		what += fmt.Sprintf(", after weft run forwarded signal %v to the job", j.signalled)
 	}
-	j.failure = &Failure{Proc: p.index, Host: p.host, Ranks: rankText(p.first, p.n), What: what, Code: code}
-	close(j.failed)
+	f := &Failure{Proc: p.index, Host: p.host, Ranks: rankText(p.first, p.n), What: what, Code: code}
+	if j.failure == nil {
+		j.failure = f
+	}
+	return f
 }
 
 // failing reports whether the job has failed.

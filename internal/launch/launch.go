@@ -35,6 +35,11 @@ type Config struct {
 	LauncherAddr string
 	// TagOutput prefixes every line of output with the ranks of its proc.
 	TagOutput bool
+	// ErrorsReturn keeps the job going when a proc dies: the survivors, told
+	// WEFT_ERRORS=return, fail only what involves it, and PMI barriers complete
+	// without it. The job's exit status is still the first failure's. An Abort
+	// from a proc ends the job as always.
+	ErrorsReturn bool
 
 	Program string
 	Args    []string

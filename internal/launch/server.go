@@ -51,6 +51,10 @@ type server struct {
 	mapping string   // PMI_process_mapping
 	tokens  []string // the secret half of each proc's PMI_ID; "" if it has none
 	ev      events
+	// survive: a barrier completes when every proc still alive has entered it,
+	// instead of failing the job when a proc exited before entering (errors-return
+	// jobs go on without a dead proc).
+	survive bool
 
 	mu      sync.Mutex
 	kv      map[string]string // what gets see: every put before the last barrier
@@ -402,12 +406,12 @@ func (s *server) checkKey(req request, key string) string {
 }
 
 // enterBarrier counts proc into the current barrier and returns the channel
-// closed when every proc has entered it; the last to enter publishes every put
-// made before it. ok is false when a proc has already exited and so can never
-// enter it.
+// closed when every proc has entered it (with survive, every proc alive); the
+// last to enter publishes every put made before it. ok is false when a proc has
+// already exited and so can never enter it (never with survive).
 func (s *server) enterBarrier(proc int) (release <-chan struct{}, ok bool) {
 	s.mu.Lock()
-	if gone := slices.IndexFunc(s.procs, func(st procState) bool { return st.exited }); gone >= 0 {
+	if gone := slices.IndexFunc(s.procs, func(st procState) bool { return st.exited }); gone >= 0 && !s.survive {
 		s.mu.Unlock()
 		s.ev.stranded(proc, gone)
 		return nil, false
@@ -415,28 +419,48 @@ func (s *server) enterBarrier(proc int) (release <-chan struct{}, ok bool) {
 	defer s.mu.Unlock()
 	ch := s.release
 	s.waiting = append(s.waiting, proc)
-	if len(s.waiting) == len(s.procs) {
-		for k, v := range s.pending {
-			s.kv[k] = v
-		}
-		clear(s.pending)
-		s.waiting = s.waiting[:0]
-		close(ch)
-		s.release = make(chan struct{})
-	}
+	s.completeBarrier()
 	return ch, true
 }
 
+// completeBarrier releases the current barrier if every proc that must enter it
+// has. Caller holds s.mu.
+func (s *server) completeBarrier() {
+	want := len(s.procs)
+	if s.survive {
+		want = 0
+		for _, st := range s.procs {
+			if !st.exited {
+				want++
+			}
+		}
+	}
+	if len(s.waiting) == 0 || len(s.waiting) < want {
+		return
+	}
+	for k, v := range s.pending {
+		s.kv[k] = v
+	}
+	clear(s.pending)
+	s.waiting = s.waiting[:0]
+	close(s.release)
+	s.release = make(chan struct{})
+}
+
 // exited records that proc's process is gone. It returns another proc that
-// waits in the barrier, which can now never complete, or -1.
+// waits in the barrier, which can now never complete, or -1; with survive, the
+// barrier goes on without proc instead.
 func (s *server) exited(proc int) (stranded int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.procs[proc].exited = true
-	for _, p := range s.waiting {
-		if p != proc {
-			return p
-		}
+	s.waiting = slices.DeleteFunc(s.waiting, func(p int) bool { return p == proc })
+	if s.survive {
+		s.completeBarrier()
+		return -1
+	}
+	if len(s.waiting) > 0 {
+		return s.waiting[0]
 	}
 	return -1
 }

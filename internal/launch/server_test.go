@@ -227,6 +227,70 @@ func TestServerBarrier(t *testing.T) {
 	wg.Wait()
 }
 
+// TestServerBarrierSurvive: in an errors-return job a barrier completes when
+// every proc still alive has entered it, also when the last one missing exits.
+func TestServerBarrierSurvive(t *testing.T) {
+	const n = 3
+	s, rec, conns := testServer(t, "", "", "")
+	s.survive = true
+	clients := make([]*pmi.Client, n)
+	for p := range clients {
+		clients[p] = pmi.New(conns[p], p, n)
+		if err := clients[p].Init(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(k int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.mu.Lock()
+			waiting := len(s.waiting)
+			s.mu.Unlock()
+			if waiting == k {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d procs in the barrier, want %d", waiting, k)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	barrier := func(procs ...int) chan error {
+		done := make(chan error, len(procs))
+		for _, p := range procs {
+			go func() { done <- clients[p].Barrier() }()
+		}
+		return done
+	}
+	// Procs 0 and 2 wait for proc 1, which exits: they go on without it.
+	done := barrier(0, 2)
+	waitFor(2)
+	if got := s.exited(1); got != -1 {
+		t.Errorf("exited(1) = %d, want -1: the barrier goes on", got)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Later barriers are of the two left: proc 0 waits for proc 2 alone.
+	done = barrier(0)
+	waitFor(1)
+	select {
+	case err := <-done:
+		t.Fatalf("proc 0 left the barrier before proc 2 entered it: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	done2 := barrier(2)
+	if err := errors.Join(<-done, <-done2); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.seen(); len(got) != 0 {
+		t.Errorf("events %q, want none", got)
+	}
+}
+
 func TestServerIdentify(t *testing.T) {
 	s, rec, _ := testServer(t, "", "secret1", "secret2")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -176,6 +176,15 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	}
 	r.kind, r.key = recvKind, pat
 	r.setBuf(buf)
+	if c.World.peers != nil { // a job that spans procs
+		if err := c.lostSource(src); err != nil {
+			ep.mu.Unlock()
+			r.err = err
+			r.fire()
+			return Status{}, r
+		}
+		r.comm = c
+	}
 	ep.post(r)
 	ep.mu.Unlock()
 	return Status{}, r
@@ -284,10 +293,14 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 	defer waiters.Put(w)
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
+	losses := c.World.losses.Load()
 	for {
 		ep.drain()
 		if m, st := ep.peek(pat, take); m != nil {
 			return m, st, nil
+		}
+		if err := c.probeLost(src, losses); err != nil {
+			return nil, Status{}, err
 		}
 		ep.probes = append(ep.probes, w)
 		ep.parked.Add(1)
@@ -307,6 +320,24 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 			return nil, Status{}, ErrAborted
 		}
 	}
+}
+
+// probeLost returns the error of a probe from src on c that a lost proc ends, or
+// nil: a rank of its own was src, or, for AnySource, the loss came while it waited
+// (losses counted the losses before).
+func (c *Comm) probeLost(src int, losses uint32) error {
+	if src != AnySource {
+		return c.lostSource(src)
+	}
+	if c.World.losses.Load() == losses {
+		return nil
+	}
+	for _, p := range c.World.peers {
+		if p != nil && p.lost.Load() && c.waitsFor(AnySource, p) {
+			return p.lostErr()
+		}
+	}
+	return nil
 }
 
 // Iprobe is Probe without waiting: m is nil when nothing matches.

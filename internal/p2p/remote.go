@@ -1,11 +1,14 @@
 package p2p
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
+	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/netd/wire"
 )
@@ -53,7 +56,9 @@ type peer struct {
 	acked   uint64               // the last one acknowledged
 	unacked int                  // eager messages held since the last Ack
 	drops   []uint64             // its eager messages whose payload we dropped and have not pulled, ascending
-	lost    bool
+
+	lost  atomic.Bool                // set once, when the link to it broke
+	cause atomic.Pointer[errs.Error] // why, set before lost
 }
 
 func newPeer(wd *World, proc int) *peer {
@@ -63,9 +68,18 @@ func newPeer(wd *World, proc int) *peer {
 // Connect gives the world its network device. Call it before any rank runs.
 func (wd *World) Connect(n Net) { wd.net = n }
 
-// errLost is the error of an operation whose other proc was lost; like ErrAborted,
-// the caller explains it with World.Cause.
-var errLost = ErrAborted
+// lostErr is the error of an operation whose other proc was lost. A loss aborts
+// the job, so it is ErrAborted, which the caller explains with World.Cause; in
+// errors-return mode the job goes on, and it is the loss itself (ErrProcFailed).
+func (p *peer) lostErr() error {
+	if !p.wd.cfg.ErrorsReturn {
+		return ErrAborted
+	}
+	if c := p.cause.Load(); c != nil {
+		return c
+	}
+	return p.wd.lostCause(p.proc, errors.New("link broken"))
+}
 
 // sendRemote sends buf from rank me of c to the rank dest of another proc. With a
 // user's request r it starts the send and returns; without, it waits until buf may
@@ -145,10 +159,10 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	h.Seq, h.SendReq = p.seq, p.seq
 	m.rid = p.seq
 	p.mu.Lock()
-	if p.lost {
+	if p.lost.Load() {
 		p.mu.Unlock()
 		p.wd.free(m)
-		return 0, errLost
+		return 0, p.lostErr()
 	}
 	if held != nil {
 		held.push(m)
@@ -159,7 +173,7 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	p.mu.Unlock()
 	if err := p.wd.net.Send(p.proc, netd.ChannelP2P, h, payload); err != nil {
 		p.fail(err)
-		return 0, errLost
+		return 0, p.lostErr()
 	}
 	return p.seq, nil
 }
@@ -248,7 +262,8 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		err := pl.ReadInto(r.buf()[:min(n, r.blen)])
 		r.key, r.mlen = k, n
 		if err != nil {
-			r.err = errLost
+			p.fail(err)
+			r.err = p.lostErr()
 		} else {
 			p.held1(h.Seq)
 		}
@@ -362,9 +377,9 @@ func (p *peer) rts(h *wire.Header) error {
 func (p *peer) expect(r *Request, seq uint64, kind wire.Kind, daemon bool) {
 	want := min(r.mlen, r.blen)
 	p.mu.Lock()
-	if p.lost {
+	if p.lost.Load() {
 		p.mu.Unlock()
-		r.err = errLost
+		r.err = p.lostErr()
 		r.fire()
 		return
 	}
@@ -428,7 +443,7 @@ func (p *peer) cts(h *wire.Header) error {
 		}
 		if s.kind == sendKind {
 			if err != nil {
-				s.err = errLost
+				s.err = p.lostErr()
 			}
 			s.fire()
 			return
@@ -488,7 +503,8 @@ func (p *peer) data(h *wire.Header, pl *netd.Payload) error {
 	p.mu.Unlock()
 	if done {
 		if err != nil {
-			r.err = errLost
+			p.fail(err)
+			r.err = p.lostErr()
 		}
 		handOver(r)
 	}
@@ -603,7 +619,7 @@ func cancelRemote(r *Request) {
 	}
 	ch := make(chan bool, 1)
 	p.mu.Lock()
-	if p.lost {
+	if p.lost.Load() {
 		p.mu.Unlock()
 		return
 	}
@@ -658,23 +674,29 @@ func (p *peer) forget(r *Request) bool {
 	return false
 }
 
-// Lost is the device telling us the connection to proc broke: the job ends, and
-// every operation waiting for that proc fails.
+// Lost is the device telling us the connection to proc broke: the job ends (or,
+// in errors-return mode, goes on without it), and every operation waiting for
+// that proc fails.
 func (wd *World) Lost(proc int, err error) {
 	if p := wd.peerOf(proc); p != nil {
 		p.fail(err)
 	}
 }
 
-// fail marks the peer lost, ends the job (naming the proc and its ranks) and fails
-// every operation waiting for it.
+// fail marks the peer lost and fails every operation waiting for it. By default
+// the loss ends the job, naming the proc and its ranks. In errors-return mode
+// the job goes on: receives posted for its ranks, or for any source of a
+// communicator that has some, fail too, and so do later sends to it and
+// receives from it (see startRecv).
 func (p *peer) fail(err error) {
 	p.mu.Lock()
-	if p.lost {
+	if p.lost.Load() {
 		p.mu.Unlock()
 		return
 	}
-	p.lost = true
+	cause := p.wd.lostCause(p.proc, err)
+	p.cause.Store(cause)
+	p.lost.Store(true)
 	var waiting []*Request
 	for _, s := range p.sends {
 		waiting = append(waiting, s)
@@ -691,11 +713,69 @@ func (p *peer) fail(err error) {
 	}
 	clear(p.cancels)
 	p.mu.Unlock()
-	p.wd.Abort(p.wd.lostCause(p.proc, err))
+	if p.wd.cfg.ErrorsReturn {
+		p.wd.loss.CompareAndSwap(nil, cause)
+		p.wd.losses.Add(1)
+		for _, ep := range p.wd.Endpoints {
+			if ep.peer == nil {
+				waiting = append(waiting, ep.orphans(p)...)
+			}
+		}
+	} else {
+		p.wd.Abort(cause)
+	}
 	for _, r := range waiting {
 		if r.kind == sendKind || r.kind == recvKind {
-			r.err = errLost
+			r.err = p.lostErr()
 			r.fire()
 		}
 	}
+}
+
+// orphans takes out of ep's queues the receives that the loss of proc p leaves
+// without a sender, and wakes ep's probes to look again.
+func (ep *Endpoint) orphans(p *peer) []*Request {
+	var out []*Request
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	for _, l := range [...]*list{&ep.posted.order, &ep.wild} {
+		for r := l.head; r != nil; {
+			next := r.next
+			if r.comm != nil && r.comm.waitsFor(r.key.src, p) {
+				ep.dequeue(r)
+				out = append(out, r)
+			}
+			r = next
+		}
+	}
+	for _, w := range ep.probes {
+		w.ring()
+	}
+	return out
+}
+
+// waitsFor reports whether a receive or probe from src (a rank, or AnySource) on c
+// may have been waiting for a message from proc p.
+func (c *Comm) waitsFor(src int32, p *peer) bool {
+	if src != AnySource {
+		return c.Peers[src].peer == p
+	}
+	for _, e := range c.Peers {
+		if e.peer == p {
+			return true
+		}
+	}
+	return false
+}
+
+// lostSource returns the error of a receive or probe from src on c whose rank's
+// proc is lost, in errors-return mode, or nil (also for AnySource).
+func (c *Comm) lostSource(src int) error {
+	if src == AnySource || !c.World.cfg.ErrorsReturn {
+		return nil
+	}
+	if p := c.Peers[src].peer; p != nil && p.lost.Load() {
+		return p.lostErr()
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,6 +240,94 @@ func TestRemoteLost(t *testing.T) {
 		t.Fatalf("cause %v, want ErrProcFailed", cause)
 	}
 	t.Log(cause)
+}
+
+// TestRemoteLostErrorsReturn: in errors-return mode a lost proc fails what
+// waits for it (receives and probes from its rank, or from any source of a
+// communicator that has it, sends to it, later ones too) and nothing else: the
+// job goes on, and the others still talk.
+func TestRemoteLostErrorsReturn(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1, 1}})
+	cfg := testConfig()
+	cfg.ErrorsReturn = true
+	j := newJob(t, l, cfg)
+	world := j.comm(0)
+	// Ranks 0 and 2 only, as both their procs see it.
+	pair := &Comm{Ctx: 7, Peers: []*Endpoint{j.worlds[0].Endpoints[0], j.worlds[0].Endpoints[2]}, World: j.worlds[0]}
+	pair2 := &Comm{Ctx: 7, Peers: []*Endpoint{j.worlds[2].Endpoints[0], j.worlds[2].Endpoints[2]}, World: j.worlds[2]}
+
+	var fromLost, anyWorld, anyPair Request
+	world.Irecv(0, make([]byte, 8), 1, 3, &fromLost)
+	world.Irecv(0, make([]byte, 8), AnySource, 4, &anyWorld)
+	got := make([]byte, 8)
+	pair.Irecv(0, got, AnySource, AnyTag, &anyPair)
+	probes := make(chan error, 2)
+	for _, src := range []int{1, AnySource} {
+		go func() {
+			_, _, err := world.Probe(0, src, 5, false)
+			probes <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let the probes wait
+	j.worlds[0].Lost(1, errors.New("connection reset by test"))
+
+	isLoss := func(what string, err error) {
+		t.Helper()
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Class != errs.ProcFailed || !strings.Contains(e.Detail, "lost proc 1") {
+			t.Errorf("%s: %v, want ErrProcFailed naming proc 1", what, err)
+		}
+	}
+	isLoss("pending receive from the lost rank", j.worlds[0].Endpoints[0].Wait(&fromLost))
+	isLoss("pending AnySource receive on a communicator with the lost rank", j.worlds[0].Endpoints[0].Wait(&anyWorld))
+	for range 2 {
+		select {
+		case err := <-probes:
+			isLoss("pending probe", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a probe still waits 10 s after the loss")
+		}
+	}
+	_, err := world.Recv(0, make([]byte, 8), 1, 3)
+	isLoss("later receive from the lost rank", err)
+	_, _, err = world.Probe(0, 1, 3, false)
+	isLoss("later probe of the lost rank", err)
+	isLoss("later send to the lost rank", world.Send(0, []byte("x"), 1, 0, Standard))
+	if anyPair.Done() {
+		t.Fatalf("an AnySource receive on a communicator without the lost rank was ended: %v", anyPair.err)
+	}
+	if c := j.worlds[0].Cause(); c != nil {
+		t.Fatalf("the job was aborted: %v", c)
+	}
+	if j.worlds[0].Loss() == nil {
+		t.Fatal("the loss was not recorded")
+	}
+	// The survivors still talk: the waiting AnySource receive, then a ping-pong.
+	if err := pair2.Send(1, []byte("survived"), 0, 9, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.worlds[0].Endpoints[0].Wait(&anyPair); err != nil || string(got) != "survived" {
+		t.Fatalf("AnySource receive from a survivor: %v, %q", err, got)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		for i := range 20 {
+			if err := world.Send(0, fill(100<<10, i), 2, i, Standard); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	for i := range 20 {
+		b := make([]byte, 100<<10)
+		if _, err := j.comm(2).Recv(2, b, 0, i); err != nil || !bytes.Equal(b, fill(100<<10, i)) {
+			t.Fatalf("message %d between survivors: %v", i, err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRemoteStrangers: connections from strangers (garbage, a wrong key) while two

@@ -115,7 +115,8 @@ type Request struct {
 	rid     uint64       // the id the other proc knows it by: a send's or message's sequence number, a receive's id
 	want    int          // bytes a remote receive waits for; then bytes still to come
 	dest    int32        // a remote send's receiving rank, in the world
-	_       [20]byte     // pads the Request to 256 bytes, a size class of whole cache lines
+	comm    *Comm        // a posted receive's communicator, in a job that spans procs: a lost proc fails it
+	_       [8]byte      // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -147,8 +148,8 @@ func (r *Request) Reset() {
 		r.firedAt.Store(0)
 		r.from, r.rid, r.want, r.dest = nil, 0, 0, 0
 	}
-	if r.seq != 0 || r.ep != nil {
-		r.seq, r.ep = 0, nil
+	if r.seq != 0 || r.ep != nil || r.comm != nil {
+		r.seq, r.ep, r.comm = 0, nil, nil
 	}
 	r.store = store
 }

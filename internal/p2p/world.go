@@ -32,6 +32,9 @@ type Config struct {
 	NetEagerLimit int           // largest message sent to another proc at once, without waiting for a receive
 	PoolCap       int64         // bytes the eager copies of one process may hold at once
 	Spin          time.Duration // how long a waiter polls before it parks
+	// ErrorsReturn keeps the job running when a proc is lost: only what involves
+	// it fails, with ErrProcFailed (MPI's errors-return); else the loss aborts the job.
+	ErrorsReturn bool
 }
 
 // envelopeCharge is what a queued eager message costs the pool besides its payload,
@@ -48,6 +51,8 @@ type World struct {
 	sweeps    atomic.Uint64 // sweeps done
 	abort     chan struct{} // closed when the job ends abnormally
 	cause     atomic.Pointer[errs.Error]
+	loss      atomic.Pointer[errs.Error] // the first proc lost, in errors-return mode
+	losses    atomic.Uint32              // procs lost so far, in errors-return mode
 
 	layout *topo.Layout // where every rank of the job lives; nil for a world of one proc
 	self   int          // our proc in layout
@@ -143,6 +148,10 @@ func (wd *World) Abort(cause *errs.Error) {
 		close(wd.abort)
 	}
 }
+
+// Loss returns what the first proc lost was, or nil; only in errors-return mode,
+// where a loss does not abort the job, for the operations it fails outside the engine.
+func (wd *World) Loss() *errs.Error { return wd.loss.Load() }
 
 // Aborted returns a channel closed when the job is aborted, for waits outside the engine.
 func (wd *World) Aborted() <-chan struct{} { return wd.abort }
