@@ -550,7 +550,8 @@ func weftRunDeath(t *testing.T, name string) {
 }
 
 // survive is a job of 3 procs of 2 ranks in errors-return mode whose proc 2
-// (ranks 4 and 5) dies while the others wait for it in every way: each survivor
+// (ranks 4 and 5) dies while the others wait for it in every way (receives,
+// probes, a synchronous send, a Barrier its ranks never join): each survivor
 // checks that what involved the dead proc failed with ErrProcFailed naming it,
 // and that it still talks to the other survivors, in its proc and across.
 func survive(c *mpi.Comm) error {
@@ -608,6 +609,9 @@ func survive(c *mpi.Comm) error {
 		go func() { _, err := mpi.Probe(c, mpi.AnySource, late); done <- err }()
 		pending = func() error { return lost("Probe of any source", <-done) }
 	}
+	// A collective under way, which the dead ranks never join.
+	inBarrier := make(chan error, 1)
+	go func() { inBarrier <- c.Barrier() }()
 	// Rank 0 tells rank 4 once all four wait: proc 1 never sends to proc 2, so
 	// it learns of the death only from a connection made for that.
 	if me == 0 {
@@ -625,6 +629,9 @@ func survive(c *mpi.Comm) error {
 	if err := pending(); err != nil {
 		return err
 	}
+	if err := lost("Barrier under way", <-inBarrier); err != nil {
+		return err
+	}
 	// Once the loss is known, what involves the dead ranks fails at once.
 	_, err := mpi.Recv(c, make([]byte, 8), 4, late)
 	if err := lost("a later Recv from rank 4", err); err != nil {
@@ -633,7 +640,7 @@ func survive(c *mpi.Comm) error {
 	if err := lost("a later Send to rank 5", mpi.Send(c, []byte("x"), 5, late)); err != nil {
 		return err
 	}
-	if err := lost("Barrier with a dead member", c.Barrier()); err != nil {
+	if err := lost("a later Allreduce", mpi.Allreduce(c, []int{1}, make([]int, 1), mpi.Sum)); err != nil {
 		return err
 	}
 	// The survivors still talk: a ring over ranks 0-3, across procs 0 and 1.
