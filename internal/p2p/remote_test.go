@@ -268,7 +268,13 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 			probes <- err
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // let the probes wait
+	ep0 := j.worlds[0].Endpoints[0]
+	for waiting := 0; waiting < 2; { // until both probes wait
+		time.Sleep(time.Millisecond)
+		ep0.mu.Lock()
+		waiting = len(ep0.probes)
+		ep0.mu.Unlock()
+	}
 	j.worlds[0].Lost(1, errors.New("connection reset by test"))
 
 	isLoss := func(what string, err error) {
