@@ -120,12 +120,12 @@ func tests(quick bool) []bench.Test {
 // roundTrips is a ping-pong's iterations for size: 100,000 for small
 // messages, about 2 GB each way for large ones.
 func roundTrips(size int) int {
-	return min(100_000, max(200, (1<<31)/max(size, 1)))
+	return int(min(100_000, max(200, (1<<31)/max(int64(size), 1))))
 }
 
 // windows is bw's windows of 64 for size: at most 5,000, about 2 GB.
 func windows(size int) int {
-	return min(5_000, max(8, (1<<31)/(window*max(size, 1))))
+	return int(min(5_000, max(8, (1<<31)/(window*max(int64(size), 1)))))
 }
 
 // config is one run's flags, the same as the C twin's.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1115,4 +1116,29 @@ func TestBackpressure(t *testing.T) {
 	waitFor(t, "every done", func() bool { return done.Load() == count-1 })
 	waitFor(t, "every message", func() bool { return ps[1].p2p.count() == count+1 })
 	checkOrder(t, ps[1].p2p.records(), count+1)
+}
+
+// TestConsume: writeRaw's bookkeeping drops written bytes across buffer
+// boundaries and skips the empty buffers that follow.
+func TestConsume(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want []string
+	}{
+		{0, []string{"ab", "", "cde"}},
+		{1, []string{"b", "", "cde"}},
+		{2, []string{"cde"}},
+		{3, []string{"de"}},
+		{5, []string{}},
+	} {
+		nb := net.Buffers{[]byte("ab"), []byte(""), []byte("cde")}
+		consume(&nb, tt.n)
+		got := []string{}
+		for _, b := range nb {
+			got = append(got, string(b))
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("consume %d: %q, want %q", tt.n, got, tt.want)
+		}
+	}
 }

@@ -13,3 +13,8 @@ var errWouldBlock = errors.New("netd: no raw I/O on this platform")
 func rawRead(uintptr, []byte) (int, error)  { return 0, errWouldBlock }
 func rawWrite(uintptr, []byte) (int, error) { return 0, errWouldBlock }
 func osYield()                              {}
+
+type iovec struct{}
+
+func rawWritev(uintptr, [][]byte, int, *[]iovec) (int, error) { return 0, errWouldBlock }
+func rawMSS(uintptr) int                                      { return 0 }
