@@ -35,7 +35,10 @@ func Iprobe(c *Comm, source, tag int) (st Status, ok bool, err error) {
 	if source == ProcNull {
 		return nullStatus, true, nil
 	}
-	m, pst := c.core.Iprobe(c.rank, source, tag, false)
+	m, pst, err := c.core.Iprobe(c.rank, source, tag, false)
+	if err != nil {
+		return Status{}, false, c.failed(err, "Iprobe", source, tag)
+	}
 	return probeStatus(pst), m != nil, nil
 }
 
@@ -70,7 +73,10 @@ func Improbe(c *Comm, source, tag int) (*Message, Status, bool, error) {
 	if source == ProcNull {
 		return &Message{c: c}, nullStatus, true, nil
 	}
-	m, st := c.core.Iprobe(c.rank, source, tag, true)
+	m, st, err := c.core.Iprobe(c.rank, source, tag, true)
+	if err != nil {
+		return nil, Status{}, false, c.failed(err, "Improbe", source, tag)
+	}
 	if m == nil {
 		return nil, Status{}, false, nil
 	}

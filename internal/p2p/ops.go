@@ -340,13 +340,17 @@ func (c *Comm) probeLost(src int, losses uint32) error {
 	return nil
 }
 
-// Iprobe is Probe without waiting: m is nil when nothing matches.
-func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status) {
+// Iprobe is Probe without waiting: m is nil when nothing matches, and err says
+// when nothing ever will, src's proc being lost (errors-return mode).
+func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status, error) {
 	ep := c.Peers[me]
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	ep.drain()
-	return ep.peek(key{c.Ctx, int32(src), int32(tag)}, take)
+	if m, st := ep.peek(key{c.Ctx, int32(src), int32(tag)}, take); m != nil {
+		return m, st, nil
+	}
+	return nil, Status{}, c.lostSource(src)
 }
 
 // peek finds the earliest unexpected message matching pat and, with take, removes it.

@@ -298,6 +298,11 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 	isLoss("later receive from the lost rank", err)
 	_, _, err = world.Probe(0, 1, 3, false)
 	isLoss("later probe of the lost rank", err)
+	_, _, err = world.Iprobe(0, 1, AnyTag, false)
+	isLoss("Iprobe of the lost rank", err)
+	if _, _, err = world.Iprobe(0, AnySource, AnyTag, false); err != nil {
+		t.Errorf("Iprobe of any source after the loss: %v, want nothing and no error", err)
+	}
 	isLoss("later send to the lost rank", world.Send(0, []byte("x"), 1, 0, Standard))
 	if anyPair.Done() {
 		t.Fatalf("an AnySource receive on a communicator without the lost rank was ended: %v", anyPair.err)
