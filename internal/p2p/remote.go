@@ -354,7 +354,10 @@ func (p *peer) rts(h *wire.Header) error {
 	ep.mu.Lock()
 	ep.drain()
 	r := ep.takePosted(k)
-	if r == nil {
+	if r != nil {
+		// Under ep.mu: a rank abandoning r after an abort looks at from next.
+		r.from = p
+	} else {
 		m := getReq()
 		m.kind, m.key, m.blen, m.from, m.rid = remoteKind, k, int(h.Len), p, h.SendReq
 		ep.queue(m)
@@ -371,21 +374,25 @@ func (p *peer) rts(h *wire.Header) error {
 	return nil
 }
 
-// expect registers the matched receive r for the Data of the peer's message seq and
-// asks for it with a CTS or, for a dropped eager payload, a Pull. The receive
-// daemon posts it; a rank writes it.
+// expect registers the matched receive r, whose from is p, for the Data of the
+// peer's message seq and asks for it with a CTS or, for a dropped eager payload,
+// a Pull. The receive daemon posts it; a rank writes it. After an abort it fails r
+// instead: its rank, abandoning it, waits for that unless it found r registered.
 func (p *peer) expect(r *Request, seq uint64, kind wire.Kind, daemon bool) {
 	want := min(r.mlen, r.blen)
 	p.mu.Lock()
-	if p.lost.Load() {
+	if p.lost.Load() || p.wd.Cause() != nil {
 		p.mu.Unlock()
 		r.err = p.lostErr()
+		if p.wd.Cause() != nil {
+			r.err = ErrAborted
+		}
 		r.fire()
 		return
 	}
 	p.nextID++
 	id := p.nextID
-	r.from, r.rid, r.want = p, id, want
+	r.rid, r.want = id, want
 	p.recvs[id] = r
 	p.mu.Unlock()
 	h := wire.Header{Kind: kind, SendReq: seq, RecvReq: id, Len: uint64(want)}
@@ -421,6 +428,7 @@ func (ep *Endpoint) claim(m *Request, buf []byte, r *Request) *Request {
 	}
 	p, seq := m.from, m.rid
 	putReq(m)
+	r.from = p
 	p.expect(r, seq, kind, false)
 	return r
 }
