@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 func init() {
 	helpers["suite"] = suite
 	helpers["survive"] = survive
+	helpers["vanish"] = vanish
 	helpers["die"] = func(c *mpi.Comm) error {
 		// The last rank's proc exits abruptly while the others wait for it.
 		if c.Rank() == c.Size()-1 {
@@ -460,16 +463,9 @@ func hydra(t *testing.T, procs int) []string {
 // (a *launch.Failure when a proc failed) and the procs' output.
 func launched(t *testing.T, cfg launch.Config, name string, env []string) (err error, stdout, stderr string) {
 	t.Helper()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WEFT_") && !strings.HasPrefix(kv, "GORACE=") && !strings.HasPrefix(kv, "PMI_") {
-			cfg.Env = append(cfg.Env, kv)
-		}
-	}
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	cfg.Env = append(append(cfg.Env, helperEnv+"="+name, "GORACE="+gorace), env...)
+	cfg = helperJob(cfg, name, env)
 	var out, errOut bytes.Buffer
 	cfg.Stdout, cfg.Stderr = &out, &errOut
-	cfg.Program = os.Args[0]
 	done := make(chan error, 1)
 	go func() { done <- launch.Run(cfg) }()
 	select {
@@ -478,6 +474,20 @@ func launched(t *testing.T, cfg launch.Config, name string, env []string) (err e
 		t.Fatalf("job %s did not end within %v; stdout:\n%s\nstderr:\n%s", name, runTimeout, out.String(), errOut.String())
 	}
 	return err, out.String(), errOut.String()
+}
+
+// helperJob is cfg made to run the helper program name, with env added to the
+// test's environment as runHelper does.
+func helperJob(cfg launch.Config, name string, env []string) launch.Config {
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WEFT_") && !strings.HasPrefix(kv, "GORACE=") && !strings.HasPrefix(kv, "PMI_") {
+			cfg.Env = append(cfg.Env, kv)
+		}
+	}
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cfg.Env = append(append(cfg.Env, helperEnv+"="+name, "GORACE="+gorace), env...)
+	cfg.Program = os.Args[0]
+	return cfg
 }
 
 // checkSuite checks that every one of n ranks reported the suite passed.
@@ -684,6 +694,112 @@ func TestWeftRunErrorsReturn(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "the job goes on without it") {
 		t.Errorf("weft run did not report the death: stderr:\n%s", errOut)
+	}
+}
+
+// vanish is a job of 3 procs of one rank, each on a host of its own, in
+// errors-return mode: once all are connected the test cuts host 2 off the
+// network, silently, and ranks 0 and 1, waiting for rank 2, must learn of the
+// loss (keep-alive) and go on together.
+func vanish(c *mpi.Comm) error {
+	me := c.Rank()
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d ready\n", me)
+	if me == 2 {
+		_, err := mpi.Recv(c, []byte{}, 0, 1) // never sent; fails once cut off
+		fmt.Printf("rank 2 cut off: %v\n", err)
+		return nil
+	}
+	start := time.Now()
+	_, err := mpi.Recv(c, []byte{}, 2, 1)
+	if !errors.Is(err, mpi.ErrProcFailed) || !strings.Contains(err.Error(), "lost proc 2") {
+		return fmt.Errorf("Recv from the vanished rank: %v, want ErrProcFailed naming proc 2", err)
+	}
+	got := []int{-1}
+	if _, err := mpi.Sendrecv(c, []int{me}, 1-me, 2, got, 1-me, 2); err != nil || got[0] != 1-me {
+		return fmt.Errorf("exchange between survivors: %v, got %d", err, got[0])
+	}
+	fmt.Printf("rank %d survived after %v\n", me, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// TestWeftRunHostVanishes: a host that drops off the network without a word (its
+// link goes down: no reset, no FIN) is found lost by the others' keep-alive
+// probes, and in errors-return mode they go on without it. The job itself is
+// then ended by a signal: its last PMI barrier would wait for the cut-off proc.
+func TestWeftRunHostVanishes(t *testing.T) {
+	nw := testnet.New(t, 3)
+	var hosts []launch.Host
+	for _, h := range nw.Hosts {
+		hosts = append(hosts, launch.Host{Name: h.NS, Slots: 1})
+	}
+	out, errOut := newWatched(), newWatched()
+	signals := make(chan os.Signal, 1)
+	cfg := helperJob(launch.Config{Ranks: 3, Hosts: hosts, Rsh: "ip netns exec {host}", LauncherAddr: nw.Addr,
+		ErrorsReturn: true, Signals: signals, Stdout: out, Stderr: errOut}, "vanish", nil)
+	done := make(chan error, 1)
+	go func() { done <- launch.Run(cfg) }()
+	defer func() {
+		signals <- syscall.SIGTERM
+		select {
+		case <-done:
+		case <-time.After(runTimeout):
+			t.Errorf("the job did not end within %v of SIGTERM", runTimeout)
+		}
+	}()
+	if !out.await("rank 0 ready", "rank 1 ready", "rank 2 ready") {
+		t.Fatalf("the job did not start; stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if b, err := exec.Command("ip", "link", "set", nw.Hosts[2].Veth, "down").CombinedOutput(); err != nil {
+		t.Fatalf("cutting host 2 off: %v: %s", err, b)
+	}
+	if !out.await("rank 0 survived", "rank 1 survived") {
+		t.Errorf("the survivors did not go on; stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	t.Logf("stdout:\n%s", out)
+}
+
+// watched is an output that a test can wait on, line by line.
+type watched struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	more chan struct{} // closed and replaced at each write
+}
+
+func newWatched() *watched { return &watched{more: make(chan struct{})} }
+
+func (w *watched) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.more)
+	w.more = make(chan struct{})
+	return w.buf.Write(b)
+}
+
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// await waits, up to runTimeout, until the output holds every one of lines
+// (as prefixes of lines), and reports whether it did.
+func (w *watched) await(lines ...string) bool {
+	deadline := time.After(runTimeout)
+	for {
+		w.mu.Lock()
+		text, more := w.buf.String(), w.more
+		w.mu.Unlock()
+		if !slices.ContainsFunc(lines, func(l string) bool { return !strings.Contains("\n"+text, "\n"+l) }) {
+			return true
+		}
+		select {
+		case <-more:
+		case <-deadline:
+			return false
+		}
 	}
 }
 

@@ -30,6 +30,13 @@ const (
 	// kernel. 128 KiB chunks cost more calls (7 GB/s), 1 MiB ones a busy extra
 	// thread (8 GB/s).
 	writeChunk = 256 << 10
+	// A host that vanishes (power, cable, a frozen VM) sends no reset, and a
+	// link waiting for it would wait forever: keep-alive probes, sent only on a
+	// link idle for keepIdle and answered by the peer's kernel whatever its
+	// program does, find it gone within keepIdle + keepCount*keepInterval.
+	keepIdle     = 5 * time.Second
+	keepInterval = time.Second
+	keepCount    = 5
 )
 
 // Connection states. A connection leaves stateOpen once, for one of the others.
@@ -94,6 +101,7 @@ func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetReadBuffer(sockBuf)
 		_ = tc.SetWriteBuffer(sockBuf)
+		_ = tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount})
 	}
 	c := &conn{d: d, p: p, ch: ch, nc: nc, handler: d.cfg.P2P, dialed: dialed, adopted: dialed, buf: make([]byte, bufSize)}
 	if ch == ChannelColl {
