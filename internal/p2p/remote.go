@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -68,17 +67,15 @@ func newPeer(wd *World, proc int) *peer {
 // Connect gives the world its network device. Call it before any rank runs.
 func (wd *World) Connect(n Net) { wd.net = n }
 
-// lostErr is the error of an operation whose other proc was lost. A loss aborts
-// the job, so it is ErrAborted, which the caller explains with World.Cause; in
-// errors-return mode the job goes on, and it is the loss itself (ErrProcFailed).
+// lostErr is the error of an operation whose other proc was lost, once p is lost
+// (fail stores the cause first). A loss aborts the job, so it is ErrAborted, which
+// the caller explains with World.Cause; in errors-return mode the job goes on, and
+// it is the loss itself (ErrProcFailed).
 func (p *peer) lostErr() error {
 	if !p.wd.cfg.ErrorsReturn {
 		return ErrAborted
 	}
-	if c := p.cause.Load(); c != nil {
-		return c
-	}
-	return p.wd.lostCause(p.proc, errors.New("link broken"))
+	return p.cause.Load()
 }
 
 // sendRemote sends buf from rank me of c to the rank dest of another proc. With a
@@ -383,9 +380,9 @@ func (p *peer) expect(r *Request, seq uint64, kind wire.Kind, daemon bool) {
 	p.mu.Lock()
 	if p.lost.Load() || p.wd.Cause() != nil {
 		p.mu.Unlock()
-		r.err = p.lostErr()
-		if p.wd.Cause() != nil {
-			r.err = ErrAborted
+		r.err = ErrAborted
+		if p.lost.Load() {
+			r.err = p.lostErr()
 		}
 		r.fire()
 		return
