@@ -46,6 +46,7 @@ type config struct {
 	// does not lower it.
 	netSpinSet bool
 	netDelay   time.Duration // emulated one-way delay of every message to another proc
+	netUnix    bool          // procs of one host connect through Unix domain sockets
 }
 
 // WithThreadLevel requests a thread level. Weft provides every level, so the
@@ -85,6 +86,11 @@ func WithNetSpin(d time.Duration) Option {
 // emulated one-way wire delay (a slow network's latency where the kernel has no
 // netem), in order per link. 0, the default, costs nothing.
 func WithNetDelay(d time.Duration) Option { return func(c *config) { c.netDelay = d } }
+
+// WithNetUnix chooses how the procs of one host reach each other: through a Unix
+// domain socket (true, the default: 8-byte latency and bandwidth about 1.5x those
+// of loopback TCP here) or over TCP on loopback, as procs of different hosts do.
+func WithNetUnix(on bool) Option { return func(c *config) { c.netUnix = on } }
 
 // WithErrorsReturn keeps a job that spans procs running when one of its procs
 // dies or its link breaks, as MPI's MPI_ERRORS_RETURN: the operations that involve
@@ -165,6 +171,12 @@ var tunables = []tunable{
 			c.netDelay, err = durationSetting(v)
 			return err
 		}},
+	{Tunable{Name: "WithNetUnix", Env: "WEFT_NET_UNIX", Default: "true",
+		Doc: "true or false: whether procs of one host connect through Unix domain sockets (false: TCP over loopback, as between hosts)"},
+		func(c *config, v string) (err error) {
+			c.netUnix, err = strconv.ParseBool(v)
+			return err
+		}},
 	{Tunable{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal",
 		Doc: "fatal or return: whether a lost proc ends the job, or only fails what involves it (ErrProcFailed)"},
 		func(c *config, v string) error {
@@ -227,7 +239,7 @@ func Tunables() []Tunable {
 
 // newConfig applies defaults, then the environment, then opts.
 func newConfig(opts []Option) (config, error) {
-	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
 	for _, t := range tunables {
 		if v, ok := os.LookupEnv(t.Env); ok {
 			if err := t.apply(&c, v); err != nil {

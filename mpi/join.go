@@ -29,7 +29,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	if err != nil {
 		return fail(err)
 	}
-	ln, addrs, err := netd.Listen()
+	ln, addrs, err := netd.Listen(cfg.netUnix)
 	if err != nil {
 		return fail(err)
 	}

@@ -510,6 +510,16 @@ func TestWeftRunSuite(t *testing.T) {
 	weftRunSuite(t, "suite", []struct{ ranks, perProc int }{{2, 1}, {3, 1}, {5, 3}, {7, 2}})
 }
 
+// TestWeftRunSuiteTCP runs the suite with this host's procs on TCP over loopback,
+// as procs of different hosts talk, instead of Unix domain sockets.
+func TestWeftRunSuiteTCP(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 5, PerProc: 3}, "suite", []string{"WEFT_NET_UNIX=false"})
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	checkSuite(t, 5, out, errOut)
+}
+
 // weftRunSuite runs the helper program name, which prints "suite passed" on every
 // rank, as jobs of weft run of each layout: ranks, and ranks per proc.
 func weftRunSuite(t *testing.T, name string, layouts []struct{ ranks, perProc int }) {

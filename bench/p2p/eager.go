@@ -45,7 +45,7 @@ func eagerTests(quick bool) []bench.Test {
 				ts = append(ts, bench.Test{
 					Args:  []string{"-bench", name, "-size", strconv.Itoa(size), "-iters", strconv.Itoa(max(iters/div, 2))},
 					Ranks: 2, PerProc: 1, Weft: true,
-					Env:    []string{"WEFT_NET_EAGER_LIMIT=" + ls},
+					Env:    []string{"WEFT_NET_EAGER_LIMIT=" + ls, "WEFT_NET_UNIX=false"},
 					Fields: []string{"path", "tcp", "limit", ls},
 				})
 			}

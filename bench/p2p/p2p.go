@@ -31,7 +31,7 @@ var Suite = bench.Suite{
 		"msgrate: zero-byte messages, a reply every 256; " +
 		"oneway: a sender that keeps sending to one receiver (TMPI's one-way send-recv, Figs. 11-12), time per send and transfer rate. " +
 		"path shm: Weft's ranks in one process, the peers' processes on shared memory; " +
-		"path tcp: Weft's ranks in processes of their own (weft run), the peers on their TCP paths " +
+		"path tcp: Weft's ranks in processes of their own (weft run) over TCP (WEFT_NET_UNIX=false), the peers on their TCP paths " +
 		"(MPICH: MPIR_CVAR_NOLOCAL=1, UCX over TCP; Open MPI: the tcp BTL). " +
 		"2 cores: more than 2 busy-polling ranks oversubscribe them, which the C MPIs pay for heavily.",
 	Twin:  "p2p.c",
@@ -72,8 +72,10 @@ func tests(quick bool) []bench.Test {
 			t.Args = append(t.Args, "-size", strconv.Itoa(size))
 		}
 		if path == "tcp" {
-			// Weft: one proc per rank, or 2 procs for msgrate's pairs.
+			// Weft: one proc per rank, or 2 procs for msgrate's pairs, over
+			// TCP as the peers are, not over the Unix sockets of one host.
 			t.TCP, t.PerProc, t.Lines = true, max(t.Ranks/2, 1), 2
+			t.Env = []string{"WEFT_NET_UNIX=false"}
 			if name != "pingpong" {
 				t.Lines = 1
 			}

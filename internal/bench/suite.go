@@ -105,7 +105,8 @@ type Test struct {
 	Env []string
 	// TCP starts the peers on their TCP paths, as if each process were on a
 	// host of its own (MPICH: UCX over TCP, no shared memory; Open MPI: the
-	// tcp BTL). Weft's processes always talk over TCP.
+	// tcp BTL). Weft's side says so in Env (WEFT_NET_UNIX=false): its procs of
+	// one host otherwise talk over Unix domain sockets.
 	TCP bool
 	// Lines is how many result lines one run prints. A peer's run that has
 	// printed them and has not exited 3 s later is ended and its results are

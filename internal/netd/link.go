@@ -321,7 +321,8 @@ func (d *Device) dial(p *peer, ch Channel) (*conn, error) {
 // the peer finished its part would look to it like our failure.
 func (d *Device) dialOne(p *peer, ch Channel, addr string) (*conn, error) {
 	dialer := net.Dialer{Timeout: d.cfg.DialTimeout}
-	nc, err := dialer.DialContext(d.ctx, "tcp", addr)
+	netw, where := network(addr)
+	nc, err := dialer.DialContext(d.ctx, netw, where)
 	if err != nil {
 		return nil, err
 	}

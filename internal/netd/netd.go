@@ -525,12 +525,13 @@ func (d *Device) lose(p *peer, err error) {
 	d.cfg.Coll.Lost(p.proc, err)
 }
 
-// Listen listens on every interface on a port the system picks, and returns the
-// addresses to publish for Config.Addrs: loopback first (the cheapest path for a
-// proc of the same host), then every unicast address of every interface that is
-// up. A proc that reaches another proc through a loopback address of its own host
-// notices in the handshake and tries the next address.
-func Listen() (net.Listener, []string, error) {
+// Listen listens on every interface on a port the system picks and, with local,
+// on a Unix domain socket (see local.go), and returns the addresses to publish for
+// Config.Addrs, the cheapest path for a proc of the same host first: the Unix
+// socket, loopback, then every unicast address of every interface that is up. A
+// proc that reaches another proc through an address of its own host notices in the
+// handshake and tries the next address.
+func Listen(local bool) (net.Listener, []string, error) {
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("netd: listen: %w", err)
@@ -557,6 +558,11 @@ func Listen() (net.Listener, []string, error) {
 					addrs = append(addrs, s)
 				}
 			}
+		}
+	}
+	if local {
+		if ux := listenUnix(); ux != nil {
+			return newListeners(ln, ux), append([]string{unixScheme + ux.Addr().String()}, addrs...), nil
 		}
 	}
 	return ln, addrs, nil

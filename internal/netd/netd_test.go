@@ -291,13 +291,33 @@ func checkOrder(t *testing.T, recs []rec, want int) {
 
 var sizes = []int{0, 1, 100, 65536, big, 0, 1, 100, 65536}
 
+// overUnix is a tweak for startJob: the procs listen on Unix domain sockets, as
+// procs of one host do, instead of on TCP.
+func overUnix(t testing.TB) func(int, *Config, *tproc) {
+	return func(_ int, cfg *Config, p *tproc) {
+		ln := listenUnix()
+		if ln == nil {
+			t.Skip("no abstract Unix domain sockets here")
+		}
+		_ = p.ln.Close()
+		p.ln = &countingListener{Listener: ln}
+		cfg.Listener, p.addr = p.ln, unixScheme+ln.Addr().String()
+	}
+}
+
 // TestDelivery: every proc sends to every other on both channels from two
 // goroutines per (proc, channel): payloads of 0 bytes to 8 MiB arrive intact and
-// in order per sender, and large ones are read straight into the handler's buffer.
+// in order per sender, and large ones are read straight into the handler's
+// buffer; over TCP and over Unix domain sockets.
 func TestDelivery(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) { testDelivery(t, nil) })
+	t.Run("unix", func(t *testing.T) { testDelivery(t, overUnix(t)) })
+}
+
+func testDelivery(t *testing.T, tweak func(int, *Config, *tproc)) {
 	noLeaks(t)
 	const n, senders = 3, 2
-	ps := startJob(t, n, nil)
+	ps := startJob(t, n, tweak)
 	var wg sync.WaitGroup
 	errs := make(chan error, n*n*2*senders)
 	for src := range ps {
@@ -997,32 +1017,47 @@ func TestSpin(t *testing.T) {
 	}
 }
 
-// TestListen: the first address is loopback, and every address reaches the listener.
+// TestListen: the first address is the Unix socket when asked for (on Linux),
+// then loopback, and every address reaches the listener, which a Close ends.
 func TestListen(t *testing.T) {
-	ln, addrs, err := Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	if len(addrs) == 0 || !strings.HasPrefix(addrs[0], "127.0.0.1:") {
-		t.Fatalf("addresses %v: want loopback first", addrs)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
+	for _, local := range []bool{false, true} {
+		ln, addrs, err := Listen(local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := "127.0.0.1:"
+		if local && runtime.GOOS == "linux" {
+			first = unixScheme + "@weft-"
+		}
+		if len(addrs) < 2 || !strings.HasPrefix(addrs[0], first) {
+			t.Fatalf("local %v: addresses %v: want %s... first", local, addrs, first)
+		}
+		accepted := make(chan error, 1)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					accepted <- err
+					return
+				}
+				_ = c.Close()
+			}
+		}()
+		for _, a := range addrs {
+			netw, where := network(a)
+			c, err := net.DialTimeout(netw, where, 2*time.Second)
 			if err != nil {
-				return
+				t.Errorf("%s: %v", a, err)
+				continue
 			}
 			_ = c.Close()
 		}
-	}()
-	for _, a := range addrs {
-		c, err := net.DialTimeout("tcp", a, 2*time.Second)
-		if err != nil {
-			t.Errorf("%s: %v", a, err)
-			continue
+		if err := ln.Close(); err != nil {
+			t.Error(err)
 		}
-		_ = c.Close()
+		if err := <-accepted; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+		}
 	}
 }
 

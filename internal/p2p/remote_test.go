@@ -40,7 +40,7 @@ func newJob(t *testing.T, l *topo.Layout, cfgs ...Config) *job {
 	addrs := make([][]string, n)
 	j := &job{addrs: addrs}
 	for i := range n {
-		ln, a, err := netd.Listen()
+		ln, a, err := netd.Listen(true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +357,12 @@ func TestRemoteStrangers(t *testing.T) {
 				return
 			default:
 			}
-			conn, err := net.Dial("tcp", j.addrs[1][0])
+			// Through each of the proc's addresses in turn: its Unix socket, then TCP.
+			netw, addr := "tcp", j.addrs[1][i%len(j.addrs[1])]
+			if name, ok := strings.CutPrefix(addr, "unix:"); ok {
+				netw, addr = "unix", name
+			}
+			conn, err := net.Dial(netw, addr)
 			if err != nil {
 				t.Error(err)
 				return
