@@ -9,13 +9,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/weft-mpi/weft/internal/launch"
 	"github.com/weft-mpi/weft/internal/testnet"
+	"github.com/weft-mpi/weft/internal/testout"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -745,7 +745,7 @@ func TestWeftRunHostVanishes(t *testing.T) {
 	for _, h := range nw.Hosts {
 		hosts = append(hosts, launch.Host{Name: h.NS, Slots: 1})
 	}
-	out, errOut := newWatched(), newWatched()
+	out, errOut := testout.New(), testout.New()
 	signals := make(chan os.Signal, 1)
 	cfg := helperJob(launch.Config{Ranks: 3, Hosts: hosts, Rsh: "ip netns exec {host}", LauncherAddr: nw.Addr,
 		ErrorsReturn: true, Signals: signals, Stdout: out, Stderr: errOut}, "vanish", nil)
@@ -759,58 +759,24 @@ func TestWeftRunHostVanishes(t *testing.T) {
 			t.Errorf("the job did not end within %v of SIGTERM", runTimeout)
 		}
 	}()
-	if !out.await("rank 0 ready", "rank 1 ready", "rank 2 ready") {
+	if !awaitLines(out, "rank 0 ready", "rank 1 ready", "rank 2 ready") {
 		t.Fatalf("the job did not start; stdout:\n%s\nstderr:\n%s", out, errOut)
 	}
 	if b, err := exec.Command("ip", "link", "set", nw.Hosts[2].Veth, "down").CombinedOutput(); err != nil {
 		t.Fatalf("cutting host 2 off: %v: %s", err, b)
 	}
-	if !out.await("rank 0 survived", "rank 1 survived") {
+	if !awaitLines(out, "rank 0 survived", "rank 1 survived") {
 		t.Errorf("the survivors did not go on; stdout:\n%s\nstderr:\n%s", out, errOut)
 	}
 	t.Logf("stdout:\n%s", out)
 }
 
-// watched is an output that a test can wait on, line by line.
-type watched struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	more chan struct{} // closed and replaced at each write
-}
-
-func newWatched() *watched { return &watched{more: make(chan struct{})} }
-
-func (w *watched) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	close(w.more)
-	w.more = make(chan struct{})
-	return w.buf.Write(b)
-}
-
-func (w *watched) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-// await waits, up to runTimeout, until the output holds every one of lines
-// (as prefixes of lines), and reports whether it did.
-func (w *watched) await(lines ...string) bool {
-	deadline := time.After(runTimeout)
-	for {
-		w.mu.Lock()
-		text, more := w.buf.String(), w.more
-		w.mu.Unlock()
-		if !slices.ContainsFunc(lines, func(l string) bool { return !strings.Contains("\n"+text, "\n"+l) }) {
-			return true
-		}
-		select {
-		case <-more:
-		case <-deadline:
-			return false
-		}
-	}
+// awaitLines waits, up to runTimeout, until out holds every one of lines (each
+// as the start of a line), and reports whether it did.
+func awaitLines(out *testout.Buffer, lines ...string) bool {
+	return out.Await(runTimeout, func(text string) bool {
+		return !slices.ContainsFunc(lines, func(l string) bool { return !strings.Contains("\n"+text, "\n"+l) })
+	})
 }
 
 // TestWeftRunAbort: Abort in one rank ends the whole job with its code.

@@ -14,10 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-mpi/weft/internal/testout"
 )
 
 // outcome is what a job left behind.
@@ -27,52 +28,18 @@ type outcome struct {
 	took           time.Duration
 }
 
-// syncBuffer collects output that the test reads while the job runs.
-type syncBuffer struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	changed chan struct{} // closed and replaced at every write
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{changed: make(chan struct{})} }
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor waits until the output holds n copies of sub.
-func (s *syncBuffer) waitFor(t *testing.T, sub string, n int) {
+// waitFor waits until out holds n copies of sub.
+func waitFor(t *testing.T, out *testout.Buffer, sub string, n int) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		s.mu.Lock()
-		got, changed := strings.Count(s.b.String(), sub), s.changed
-		s.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("output has %d of %d %q after 20 s:\n%s", got, n, sub, s.String())
-		}
+	if !out.Await(20*time.Second, func(s string) bool { return strings.Count(s, sub) >= n }) {
+		t.Fatalf("output has %d of %d %q after 20 s:\n%s", strings.Count(out.String(), sub), n, sub, out)
 	}
 }
 
 // running is a job the test started.
 type running struct {
 	t              *testing.T
-	stdout, stderr *syncBuffer
+	stdout, stderr *testout.Buffer
 	start          time.Time
 	done           chan error
 }
@@ -89,7 +56,7 @@ func start(t *testing.T, cfg Config, words ...string) *running {
 	cfg.Args = append([]string{helperArg}, words...)
 	// A race-enabled binary sleeps a second at exit unless told otherwise.
 	cfg.Env = append(append(os.Environ(), cfg.Env...), strings.TrimSpace("GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0"))
-	r := &running{t: t, stdout: newSyncBuffer(), stderr: newSyncBuffer(), start: time.Now(), done: make(chan error, 1)}
+	r := &running{t: t, stdout: testout.New(), stderr: testout.New(), start: time.Now(), done: make(chan error, 1)}
 	cfg.Stdout, cfg.Stderr = r.stdout, r.stderr
 	go func() { r.done <- Run(cfg) }()
 	return r
@@ -297,7 +264,7 @@ func TestSignalForwarded(t *testing.T) {
 	t.Parallel()
 	sigs := make(chan os.Signal)
 	r := start(t, Config{Ranks: 3, Signals: sigs}, "term=9", "hang")
-	r.stdout.waitFor(t, "ready", 3)
+	waitFor(t, r.stdout, "ready", 3)
 	sigs <- syscall.SIGTERM
 	o := r.wait()
 	wantFailure(t, o, 9, -1, "", "", "exited with status 9, after weft run forwarded signal terminated to the job")
@@ -310,7 +277,7 @@ func TestSecondSignalKills(t *testing.T) {
 	t.Parallel()
 	sigs := make(chan os.Signal)
 	r := start(t, Config{Ranks: 2, Signals: sigs, Grace: time.Minute}, "ignoreterm", "hang")
-	r.stdout.waitFor(t, "ready", 2)
+	waitFor(t, r.stdout, "ready", 2)
 	sigs <- syscall.SIGTERM
 	sigs <- syscall.SIGINT
 	o := r.wait()
@@ -434,7 +401,7 @@ func TestNoLeaks(t *testing.T) {
 	launch(t, Config{Ranks: 3}, "abortwait=2:3")
 	sigs := make(chan os.Signal)
 	r := start(t, Config{Ranks: 2, Signals: sigs, Stdin: strings.NewReader("input")}, "hang")
-	r.stdout.waitFor(t, "ready", 2)
+	waitFor(t, r.stdout, "ready", 2)
 	sigs <- syscall.SIGINT
 	r.wait()
 	deadline := time.Now().Add(5 * time.Second)

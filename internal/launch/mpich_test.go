@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weft-mpi/weft/internal/testout"
 )
 
 // TestMPICH runs a C program built with MPICH under weft run: MPICH's own
@@ -30,7 +32,7 @@ func TestMPICH(t *testing.T) {
 		args []string
 	}{{"allreduce", nil}, {"abort", []string{"1"}}} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr := newSyncBuffer(), newSyncBuffer()
+			stdout, stderr := testout.New(), testout.New()
 			// UCX only over shared memory: at MPI_Init it opens every network device,
 			// and the network-namespace tests of other packages add and remove some.
 			env := append(os.Environ(), "UCX_TLS=self,sm")
