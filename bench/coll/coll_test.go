@@ -25,12 +25,7 @@ func runBody(t *testing.T, ranks int, args []string) ([]bench.Line, error) {
 // want is the row a run of args on ranks ranks must print, from the flags
 // themselves (not from the code under test).
 func want(args []string, ranks int) map[string]string {
-	flag := func(name, def string) string {
-		if i := slices.Index(args, "-"+name); i >= 0 {
-			return args[i+1]
-		}
-		return def
-	}
+	flag := func(name, def string) string { return twintest.Arg(args, name, def) }
 	row := map[string]string{
 		"bench": "coll", "metric": "time", "unit": "us",
 		"op": flag("op", "barrier"), "ranks": strconv.Itoa(ranks), "procs": flag("procs", "1"),

@@ -1,9 +1,9 @@
 package fgmpi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os/exec"
 	"slices"
@@ -20,9 +20,7 @@ import (
 // the result lines it printed, failing the test on any other output.
 func runBody(t *testing.T, ranks int, args ...string) ([]bench.Line, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) })
-	return twintest.Lines(t, out.Bytes()), err
+	return twintest.RunWriter(t, ranks, func(c *mpi.Comm, out io.Writer) error { return run(c, args, out) })
 }
 
 // checkRows checks that lines are the rows want, in order, of impl.

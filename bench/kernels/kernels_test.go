@@ -1,9 +1,9 @@
 package kernels
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"math/cmplx"
@@ -22,9 +22,7 @@ import (
 // result lines it printed (rank 0 alone prints).
 func runBody(t *testing.T, ranks int, args []string) ([]bench.Line, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) })
-	return twintest.Lines(t, out.Bytes()), err
+	return twintest.RunWriter(t, ranks, func(c *mpi.Comm, out io.Writer) error { return run(c, args, out) })
 }
 
 // checkLines checks that lines are the result lines of args on ranks ranks,
@@ -32,12 +30,7 @@ func runBody(t *testing.T, ranks int, args []string) ([]bench.Line, error) {
 // fields taken from the flags themselves, not from the code under test.
 func checkLines(t *testing.T, lines []bench.Line, args []string, ranks int, impl string) {
 	t.Helper()
-	flag := func(name, def string) string {
-		if i := slices.Index(args, "-"+name); i >= 0 {
-			return args[i+1]
-		}
-		return def
-	}
+	flag := func(name, def string) string { return twintest.Arg(args, name, def) }
 	row := map[string]string{"bench": "kernels", "impl": impl, "kernel": flag("kernel", ""),
 		"ranks": strconv.Itoa(ranks), "n": flag("n", "256")}
 	metrics := map[string]string{"time": "ms", "mflops": "MFLOPS"}

@@ -1,10 +1,9 @@
 package threads
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,14 +12,6 @@ import (
 	"github.com/weft-mpi/weft/internal/bench/twintest"
 	"github.com/weft-mpi/weft/mpi"
 )
-
-// arg returns the value of flag name in args, or def.
-func arg(args []string, name, def string) string {
-	if i := slices.Index(args, "-"+name); i >= 0 {
-		return args[i+1]
-	}
-	return def
-}
 
 // metrics are the summary metrics each test must print.
 var metrics = map[string][]string{
@@ -37,17 +28,15 @@ var metrics = map[string][]string{
 
 func runBody(t *testing.T, ranks int, args []string, opts ...mpi.Option) ([]bench.Line, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := mpi.Run(ranks, func(c *mpi.Comm) error { return run(c, args, &out) }, opts...)
-	return twintest.Lines(t, out.Bytes()), err
+	return twintest.RunWriter(t, ranks, func(c *mpi.Comm, out io.Writer) error { return run(c, args, out) }, opts...)
 }
 
 // checkLines checks the lines of one test: the row's fields, positive values,
 // every summary metric once and, for shortlong, one line per iteration in order.
 func checkLines(t *testing.T, args []string, ls []bench.Line, impl string) {
 	t.Helper()
-	test := arg(args, "test", "")
-	mode := arg(args, "mode", "T")
+	test := twintest.Arg(args, "test", "")
+	mode := twintest.Arg(args, "mode", "T")
 	seen := map[string]int{}
 	iters := 0
 	for _, l := range ls {
@@ -57,7 +46,7 @@ func checkLines(t *testing.T, args []string, ls []bench.Line, impl string) {
 			t.Errorf("%v: line %s impl=%s: want bench=threads impl=%s test=%s mode=%s", args, row, l.Impl, impl, test, mode)
 		}
 		for _, k := range []string{"pairs", "threads", "comms", "workers", "size"} {
-			if want := arg(args, k, ""); want != "" && field(k) != want {
+			if want := twintest.Arg(args, k, ""); want != "" && field(k) != want {
 				t.Errorf("%v: line %s: %s=%s, want %s", args, row, k, field(k), want)
 			}
 		}
@@ -81,7 +70,7 @@ func checkLines(t *testing.T, args []string, ls []bench.Line, impl string) {
 			t.Errorf("%v: metric %s printed %d times, want once", args, m, seen[m])
 		}
 	}
-	if want := arg(args, "iters", ""); test == "shortlong" && strconv.Itoa(iters) != want {
+	if want := twintest.Arg(args, "iters", ""); test == "shortlong" && strconv.Itoa(iters) != want {
 		t.Errorf("%v: %d per-iteration lines, want %s", args, iters, want)
 	}
 }
@@ -98,7 +87,7 @@ func TestQuickTests(t *testing.T) {
 			continue
 		}
 		checkLines(t, tc.Args, lines, "weft")
-		tested[arg(tc.Args, "test", "")+" "+arg(tc.Args, "mode", "T")] = true
+		tested[twintest.Arg(tc.Args, "test", "")+" "+twintest.Arg(tc.Args, "mode", "T")] = true
 	}
 	for test := range metrics {
 		for _, mode := range []string{"P", "T"} {

@@ -119,6 +119,38 @@ func RunBody(t testing.TB, s bench.Suite, ranks int, args ...string) ([]bench.Li
 	return Lines(t, <-printed), runErr
 }
 
+// RunWriter runs body on ranks ranks of this process, with opts, and returns the
+// result lines it wrote to out and Run's error: for a suite whose body takes its
+// output writer.
+func RunWriter(t testing.TB, ranks int, body func(c *mpi.Comm, out io.Writer) error, opts ...mpi.Option) ([]bench.Line, error) {
+	t.Helper()
+	var out syncWriter
+	err := mpi.Run(ranks, func(c *mpi.Comm) error { return body(c, &out) }, opts...)
+	return Lines(t, out.b.Bytes()), err
+}
+
+// syncWriter is a buffer that several ranks may write at once.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// Arg returns the value of flag name in a suite's args ("-name value"), or def:
+// what a test expects a row to say, read from the flags rather than from the
+// code under test.
+func Arg(args []string, name, def string) string {
+	if i := slices.Index(args, "-"+name); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return def
+}
+
 // Row renders a line but for its impl and value ("collocated size=8 message
 // us"): what both sides of a test print alike.
 func Row(l bench.Line) string {
