@@ -176,7 +176,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	}
 	r.kind, r.key = recvKind, pat
 	r.setBuf(buf)
-	if c.World.peers != nil { // a job that spans procs
+	if c.World.cfg.ErrorsReturn { // a lost proc fails receives: see peer.fail
 		if err := c.lostSource(src); err != nil {
 			ep.mu.Unlock()
 			r.err = err

@@ -115,7 +115,7 @@ type Request struct {
 	rid     uint64       // the id the other proc knows it by: a send's or message's sequence number, a receive's id
 	want    int          // bytes a remote receive waits for; then bytes still to come
 	dest    int32        // a remote send's receiving rank, in the world
-	comm    *Comm        // a posted receive's communicator, in a job that spans procs: a lost proc fails it
+	comm    *Comm        // a posted receive's communicator, in errors-return mode: a lost proc fails it
 	_       [8]byte      // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
