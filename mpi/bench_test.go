@@ -35,6 +35,47 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkPingPongPark measures the hand-off without spinning: every wait parks.
 func BenchmarkPingPongPark(b *testing.B) { pingpong(b, 8, mpi.WithSpin(0)) }
 
+// BenchmarkWindow streams windows of 64 Isend (Irecv on the other side), each window
+// completed by Waitall, as OSU's osu_bw; ns/op is one message.
+func BenchmarkWindow(b *testing.B) {
+	for _, size := range []int{8, 64 << 10} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			const window = 64
+			b.SetBytes(int64(size))
+			err := mpi.Run(2, func(c *mpi.Comm) error {
+				bufs := make([][]byte, window)
+				for i := range bufs {
+					bufs[i] = make([]byte, size)
+				}
+				reqs := make([]*mpi.Request, window)
+				if c.Rank() == 0 {
+					b.ResetTimer()
+				}
+				for range b.N/window + 1 {
+					for i, buf := range bufs {
+						var err error
+						if c.Rank() == 0 {
+							reqs[i], err = mpi.Isend(c, buf, 1, 0)
+						} else {
+							reqs[i], err = mpi.Irecv(c, buf, 0, 0)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					if _, err := mpi.Waitall(reqs...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // BenchmarkUnexpected shows that a receive costs the same whether 0 or 10,000
 // messages of other tags are queued ahead of it: ns/op is one send and its receive.
 func BenchmarkUnexpected(b *testing.B) {

@@ -33,14 +33,16 @@ const (
 // ErrRequest error (MPI says it is erroneous), and Free lets the collective run to
 // its end unobserved.
 //
-// A Request is 320 bytes, a size class of whole cache lines, so that the engine's
-// request inside it starts on a line.
+// A Request is a small handle. The engine's request behind it (a few cache lines)
+// comes from a pool when the operation starts and goes back to it when Wait or Test
+// completes it, so that streams of nonblocking operations allocate only handles;
+// a persistent request keeps its engine request for its whole life.
 type Request struct {
-	r          p2p.Request
+	r          *p2p.Request // the engine's request; nil when not started, consumed, or a collective
 	c          *Comm
 	op         string
-	bufp       *byte  // a point-to-point operation's buffer: a slice's capacity
-	blen       int    // would take nbc's room in the 320 bytes
+	bufp       *byte
+	blen       int
 	nbc        *icoll // a nonblocking collective; nil for point-to-point
 	peer, tag  int32
 	mode       p2p.Mode
@@ -58,18 +60,23 @@ func newRequest(c *Comm, op string, b []byte, peer, tag int, recv bool, mode p2p
 	return r
 }
 
-// start begins the operation in r.r.
+// start begins the operation in an engine request: a pooled one, or the persistent
+// request's own.
 func (r *Request) start() error {
 	c := r.c
-	r.r.Reset()
+	if r.r == nil {
+		r.r = p2p.NewRequest()
+	} else {
+		r.r.Reset()
+	}
 	r.state = active
 	peer, tag := int(r.peer), int(r.tag)
 	buf := unsafe.Slice(r.bufp, r.blen)
 	if r.recv {
-		c.core.Irecv(c.rank, buf, peer, tag, &r.r)
+		c.core.Irecv(c.rank, buf, peer, tag, r.r)
 		return nil
 	}
-	if err := c.core.Isend(c.rank, buf, peer, tag, r.mode, &r.r); err != nil {
+	if err := c.core.Isend(c.rank, buf, peer, tag, r.mode, r.r); err != nil {
 		r.state = inactive
 		return c.failed(err, r.op, peer, tag)
 	}
@@ -207,9 +214,13 @@ func (r *Request) finish(err error) (Status, error) {
 	}
 	if r.persistent {
 		r.state = inactive
-	} else {
-		r.state = consumed
+		return s, err
 	}
+	r.state = consumed
+	if r.r.Done() { // else (after an abort) a receiver that took the send with Mprobe still holds it
+		p2p.Recycle(r.r)
+	}
+	r.r = nil
 	return s, err
 }
 
@@ -229,7 +240,7 @@ func (r *Request) Wait() (Status, error) {
 		<-r.nbc.done
 		return r.finish(nil)
 	}
-	return r.finish(r.c.self().Wait(&r.r))
+	return r.finish(r.c.self().Wait(r.r))
 }
 
 // Test reports whether the operation has completed, and if so its status, without blocking.
@@ -256,7 +267,7 @@ func (r *Request) Test() (Status, bool, error) {
 		if r.c.core.World.Cause() == nil {
 			return Status{}, false, nil
 		}
-		st, err := r.finish(r.c.self().Wait(&r.r))
+		st, err := r.finish(r.c.self().Wait(r.r))
 		return st, true, err
 	}
 	st, err := r.finish(nil)
@@ -281,7 +292,7 @@ func (r *Request) Cancel() error {
 	if r.nbc != nil {
 		return errs.New(errs.Request, "Cancel", r.c.rank, "%s is a nonblocking collective, which MPI does not let a rank cancel", r.op)
 	}
-	p2p.Cancel(&r.r)
+	p2p.Cancel(r.r)
 	return nil
 }
 
@@ -438,7 +449,7 @@ func waitAny(reqs []*Request, idx []int) (int, error) {
 	if colls == 0 {
 		prs := make([]*p2p.Request, len(idx))
 		for k, i := range idx {
-			prs[k] = &reqs[i].r
+			prs[k] = reqs[i].r
 		}
 		k, err := ep.WaitAny(prs)
 		if err != nil {
@@ -471,7 +482,7 @@ func waitAny(reqs []*Request, idx []int) (int, error) {
 		if ep.World.Cause() != nil { // the job ended: settle a point-to-point request as Wait does
 			for k, i := range idx {
 				if reqs[i].nbc == nil {
-					return k, ep.Wait(&reqs[i].r)
+					return k, ep.Wait(reqs[i].r)
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -1001,10 +1002,57 @@ func TestCancelMatched(t *testing.T) {
 	}
 }
 
-// TestRequestSize pins the size that keeps the engine's request inside a Request on a
-// cache line: 320 bytes is a size class of whole lines.
-func TestRequestSize(t *testing.T) {
-	if got := unsafe.Sizeof(mpi.Request{}); got != 320 {
-		t.Fatalf("a Request is %d bytes, want 320", got)
+// TestRequestRecycled shows that a completed nonblocking operation gives its engine
+// request back: a stream of Isend, Irecv and Wait allocates only the two small
+// handles per message (the engine's request alone is 256 bytes).
+func TestRequestRecycled(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop objects")
+	}
+	err := mpi.Run(1, func(c *mpi.Comm) error {
+		buf, out := []int64{42}, []int64{0}
+		one := func() error {
+			rr, err := mpi.Irecv(c, out, 0, 7)
+			if err != nil {
+				return err
+			}
+			sr, err := mpi.Isend(c, buf, 0, 7)
+			if err != nil {
+				return err
+			}
+			if _, err := sr.Wait(); err != nil {
+				return err
+			}
+			st, err := rr.Wait()
+			if err == nil && (out[0] != 42 || st.Source != 0 || st.Tag != 7) {
+				err = fmt.Errorf("received %d from %d tag %d, want 42 from 0 tag 7", out[0], st.Source, st.Tag)
+			}
+			return err
+		}
+		const n = 1000
+		for range n { // fill the pools
+			if err := one(); err != nil {
+				return err
+			}
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range n {
+			if err := one(); err != nil {
+				return err
+			}
+		}
+		runtime.ReadMemStats(&after)
+		// Two handles of at most 96 bytes (a size class) each.
+		if got := unsafe.Sizeof(mpi.Request{}); got > 96 {
+			return fmt.Errorf("a Request handle is %d bytes, want at most 96", got)
+		}
+		if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 2*96 {
+			return fmt.Errorf("%d bytes allocated per message, want at most two handles, 192", per)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

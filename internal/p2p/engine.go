@@ -168,13 +168,18 @@ type Endpoint struct {
 	returned int64     // pool bytes of received eager copies, not yet given back
 	probes   []*waiter // Probe calls waiting for a message
 
-	bsend  *bsendBuf // the buffer attached by this rank, if any
-	World  *World
-	Rank   int          // rank in the world
+	// Read by every sender to this rank, written once: a line that stays shared.
+	World *World
+	Rank  int       // rank in the world
+	peer  *peer     // the proc of a rank of another proc; nil for ours
+	bsend *bsendBuf // the buffer attached by this rank, if any
+	_     [32]byte
+
+	// Written by this rank at every send: a line of its own, or each send would
+	// take the line above away from the senders to this rank.
 	credit atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
 	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
-	peer   *peer        // the proc of a rank of another proc; nil for ours
-	_      [16]byte     // pads the Endpoint to whole cache lines
+	_      [48]byte
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {

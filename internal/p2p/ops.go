@@ -23,14 +23,14 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if m, err := c.sendCopy(me, buf, dest, tag, mode, nil); m != nil || err != nil {
 		return err
 	}
-	r := getReq()
+	r := NewRequest()
 	var err error
 	queued := c.sendDirect(me, buf, dest, tag, mode, r)
 	if queued {
 		err = c.Peers[me].Wait(r)
 	}
 	if !queued || r.Done() { // else a receiver's Mprobe holds it after an abort
-		putReq(r)
+		Recycle(r)
 	}
 	return err
 }
@@ -139,7 +139,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 	err := c.Peers[me].Wait(r)
 	st, _ = r.Result()
 	if r.Done() {
-		putReq(r)
+		Recycle(r)
 	}
 	return st, err
 }
@@ -172,7 +172,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 		return ep.take(m, buf), nil
 	}
 	if r == nil {
-		r = getReq()
+		r = NewRequest()
 	}
 	r.kind, r.key = recvKind, pat
 	r.setBuf(buf)
@@ -378,7 +378,7 @@ func Mrecv(m *Request, buf []byte) (Status, error) {
 	err := ep.Wait(r)
 	st, _ := r.Result()
 	if r.Done() {
-		putReq(r)
+		Recycle(r)
 	}
 	return st, err
 }

@@ -118,7 +118,7 @@ func (c *Comm) sendRemote(me int, buf []byte, to *Endpoint, tag int, mode Mode, 
 	h.Kind = wire.RTS
 	s := r
 	if s == nil {
-		s = getReq()
+		s = NewRequest()
 		s.from, s.dest, s.kind, s.key = p, int32(to.Rank), sendKind, k
 	}
 	s.setBuf(buf)
@@ -131,7 +131,7 @@ func (c *Comm) sendRemote(me int, buf []byte, to *Endpoint, tag int, mode Mode, 
 	}
 	err := c.Peers[me].Wait(s)
 	if s.Done() {
-		putReq(s)
+		Recycle(s)
 	}
 	return err
 }
@@ -268,7 +268,7 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		return err
 	}
 	if !p.wd.lend(chargeOf(n)) {
-		m := getReq()
+		m := NewRequest()
 		m.kind, m.key, m.flags, m.blen, m.from, m.rid = remoteKind, k, dropped, n, p, h.SendReq
 		ep.queue(m)
 		ep.mu.Unlock()
@@ -355,7 +355,7 @@ func (p *peer) rts(h *wire.Header) error {
 		// Under ep.mu: a rank abandoning r after an abort looks at from next.
 		r.from = p
 	} else {
-		m := getReq()
+		m := NewRequest()
 		m.kind, m.key, m.blen, m.from, m.rid = remoteKind, k, int(h.Len), p, h.SendReq
 		ep.queue(m)
 	}
@@ -414,7 +414,7 @@ func (ep *Endpoint) claim(m *Request, buf []byte, r *Request) *Request {
 	ep.dequeue(m)
 	ep.mu.Unlock()
 	if r == nil {
-		r = getReq()
+		r = NewRequest()
 	}
 	r.kind, r.key, r.mlen, r.ep = recvKind, m.key, m.blen, ep
 	r.setBuf(buf)
@@ -424,7 +424,7 @@ func (ep *Endpoint) claim(m *Request, buf []byte, r *Request) *Request {
 		r.flags |= dropped
 	}
 	p, seq := m.from, m.rid
-	putReq(m)
+	Recycle(m)
 	r.from = p
 	p.expect(r, seq, kind, false)
 	return r
@@ -595,7 +595,7 @@ func (p *peer) cancelReq(h *wire.Header) error {
 				p.undrop(h.SendReq)
 			}
 			p.mu.Unlock()
-			putReq(m)
+			Recycle(m)
 		}
 	}
 	p.wd.net.Post(p.proc, netd.ChannelP2P, &reply, nil, p.failOn)

@@ -121,11 +121,11 @@ type Request struct {
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
 
-// getReq returns a pooled Request for an operation that no user can see.
-func getReq() *Request { return requests.Get().(*Request) }
+// NewRequest returns a pooled Request, new or Reset, for one operation.
+func NewRequest() *Request { return requests.Get().(*Request) }
 
-// putReq recycles r.
-func putReq(r *Request) {
+// Recycle returns a completed Request to the pool; nobody may use it afterwards.
+func Recycle(r *Request) {
 	r.Reset()
 	requests.Put(r)
 }
@@ -175,10 +175,21 @@ func (r *Request) Result() (Status, error) {
 // fire marks r complete and wakes its waiter. The firer stores done then loads the
 // waiter; a waiter stores itself then loads done: with sequentially consistent
 // atomics one of them sees the other, so a wake-up is never lost.
+//
+// Once done is stored the waiter may recycle r, so fire writes nothing after it:
+// the time of completion goes first, for a waiter that has already parked. The
+// load after done may then see the waiter of r's next operation, which takes the
+// ring as a spurious one.
 func (r *Request) fire() {
-	r.done.Store(1)
-	if w := r.waiter.Load(); w != nil {
+	w := r.waiter.Load()
+	if w != nil {
 		r.firedAt.Store(now())
+	}
+	r.done.Store(1)
+	if w == nil {
+		w = r.waiter.Load()
+	}
+	if w != nil {
 		w.ring()
 	}
 }
