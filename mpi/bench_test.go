@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -74,6 +75,69 @@ func BenchmarkWindow(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMsgRate is Thakur and Gropp's message rate test, zero-byte messages with a
+// reply every 256: pairs=K is K pairs of ranks (their KP-KP), threads=K is K pairs of
+// goroutines of one pair of ranks, each goroutine pair on its own tag (KT-KT). ns/op
+// is one message of all the pairs.
+func BenchmarkMsgRate(b *testing.B) {
+	for _, k := range []int{1, 4} {
+		for _, threads := range []bool{false, true} {
+			name := fmt.Sprintf("pairs=%d", k)
+			if threads {
+				name = fmt.Sprintf("threads=%d", k)
+			}
+			b.Run(name, func(b *testing.B) {
+				ranks, pairs := 2*k, 1
+				if threads {
+					ranks, pairs = 2, k
+				}
+				n := b.N/k + 1
+				b.ResetTimer()
+				err := mpi.Run(ranks, func(c *mpi.Comm) error {
+					var wg sync.WaitGroup
+					errs := make([]error, pairs)
+					for g := range pairs {
+						wg.Go(func() {
+							peer := (c.Rank() + ranks/2) % ranks
+							errs[g] = ratePair(c, c.Rank() < ranks/2, peer, g, n)
+						})
+					}
+					wg.Wait()
+					return errors.Join(errs...)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(n*k)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
+			})
+		}
+	}
+}
+
+// ratePair sends n zero-byte messages with tag from sender to peer, which answers
+// every 256th.
+func ratePair(c *mpi.Comm, sender bool, peer, tag, n int) error {
+	var none []byte
+	for i := 1; i <= n; i++ {
+		var err error
+		if sender {
+			err = mpi.Send(c, none, peer, tag)
+			if err == nil && i%256 == 0 {
+				_, err = mpi.Recv(c, none, peer, tag)
+			}
+		} else {
+			_, err = mpi.Recv(c, none, peer, tag)
+			if err == nil && i%256 == 0 {
+				err = mpi.Send(c, none, peer, tag)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BenchmarkUnexpected shows that a receive costs the same whether 0 or 10,000
