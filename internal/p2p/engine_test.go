@@ -187,7 +187,8 @@ func TestSpinAdapts(t *testing.T) {
 
 // TestCacheLineLayout pins the layout that keeps a hand-off between cores to few
 // cache lines: a Request's matching state and completion flag share its first line,
-// an Endpoint's inbox, lock and own counters are on lines of their own, and Requests
+// an Endpoint's inbox, lock, what senders read and its own counters are on lines of
+// their own, and Requests
 // and Endpoints start on line boundaries.
 func TestCacheLineLayout(t *testing.T) {
 	if got := unsafe.Offsetof(Request{}.waiter); got != 64 || unsafe.Offsetof(Request{}.job)%64 != 0 {
@@ -208,6 +209,9 @@ func TestCacheLineLayout(t *testing.T) {
 	}
 	if got := unsafe.Offsetof(ep.credit); got < 192 || unsafe.Offsetof(ep.spin) < 192 {
 		t.Errorf("the rank's own counters at %d share a line with what senders write", got)
+	}
+	if read, own := unsafe.Offsetof(ep.World)/64, unsafe.Offsetof(ep.credit)/64; read == own || unsafe.Offsetof(ep.peer)/64 == own {
+		t.Errorf("what senders read (line %d) shares a line with the counters the rank writes at every send (line %d)", read, own)
 	}
 	for i := 0; i < 100; i++ {
 		sink = new(Request) // on the heap, where Requests live
