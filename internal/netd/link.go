@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-mpi/weft/internal/netd/auth"
@@ -27,7 +28,7 @@ type link struct {
 	// wmu is held by one sender at a time (a Send or the send daemon), from
 	// choosing the connection (dialing if needed) to the end of its write.
 	wmu  sync.Mutex
-	c    *conn // the connection we send on; set once, under p.mu
+	c    atomic.Pointer[conn] // the connection we send on; stored once, under p.mu, read without it
 	hdr  [wire.Size]byte
 	one  []byte      // a small posted message, copied whole for postNow
 	bufs [][]byte    // the gather list being built
@@ -103,10 +104,7 @@ func (l *link) post(h *wire.Header, payload []byte, done func(error)) error {
 	}
 	if len(l.queue) == 0 && len(payload) <= inlineMax && l.wmu.TryLock() {
 		// Nothing posted before us waits, and nobody writes: we are next.
-		l.p.mu.Lock()
-		c := l.c
-		l.p.mu.Unlock()
-		if c != nil && c.raw != nil {
+		if c := l.c.Load(); c != nil && c.raw != nil {
 			l.mu.Unlock()
 			l.postNow(c, h, payload, done)
 			return nil
@@ -255,20 +253,19 @@ func (l *link) write(c *conn, batch []posted, hdr, payload []byte) error {
 }
 
 // conn returns the connection l sends on, or nil if there is none yet.
-func (l *link) conn() *conn {
-	l.p.mu.Lock()
-	defer l.p.mu.Unlock()
-	return l.c
-}
+func (l *link) conn() *conn { return l.c.Load() }
 
 // connect returns the connection l sends on, dialing the peer if there is none
 // yet. A connection the peer dialed and that brought its first message meanwhile
 // wins over ours, which is then closed: a link's connection never changes once
 // chosen. Caller holds l.wmu.
 func (l *link) connect() (*conn, error) {
+	if c := l.c.Load(); c != nil {
+		return c, nil
+	}
 	p := l.p
 	p.mu.Lock()
-	c, lost := l.c, p.lost
+	c, lost := l.c.Load(), p.lost
 	p.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -281,10 +278,10 @@ func (l *link) connect() (*conn, error) {
 		return nil, err
 	}
 	p.mu.Lock()
-	if l.c == nil && p.lost == nil {
-		l.c = dialed
+	if l.c.Load() == nil && p.lost == nil {
+		l.c.Store(dialed)
 	}
-	c, lost = l.c, p.lost
+	c, lost = l.c.Load(), p.lost
 	p.mu.Unlock()
 	if c != dialed {
 		dialed.closeOrderly()

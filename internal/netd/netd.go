@@ -163,7 +163,7 @@ type Device struct {
 type peer struct {
 	proc int
 
-	mu    sync.Mutex // guards the fields below and links[i].c; never held across I/O
+	mu    sync.Mutex // guards the fields below and the stores of links[i].c; never held across I/O
 	addrs []string   // from Config.Addrs, once it answered
 	conns []*conn    // every established connection to proc, both channels, both directions
 	lost  error      // non-nil once the link to proc failed; wraps ErrLost
@@ -488,8 +488,8 @@ func (p *peer) register(c *conn) error {
 // through a loopback address) closes c without sending anything on it.
 func (p *peer) adopt(c *conn) {
 	p.mu.Lock()
-	if l := &p.links[c.ch]; l.c == nil && p.lost == nil {
-		l.c = c
+	if l := &p.links[c.ch]; l.c.Load() == nil && p.lost == nil {
+		l.c.Store(c)
 	}
 	p.mu.Unlock()
 }
