@@ -11,6 +11,7 @@
 // correct when every collective synchronises never notices.
 //
 // Waiting spins briefly when the communicator has no more ranks than processors,
+// else yields the processor once (by then the ranks waited for have often arrived),
 // then parks the goroutine on a channel that is closed once per episode and phase
 // (a plain receive: a select that also watched a job-wide abort channel would make
 // every waiter of the job queue on, and contend for, that one channel's lock).
@@ -364,19 +365,40 @@ func (c *Comm) outcome(e *episode, rank int, ok bool) error {
 	return nil
 }
 
-// wait waits for g to open: it polls within the spin budget, then parks. It returns
-// false if the job ended first. The gate is in the ring when this is called (its
-// episode has not been joined by every rank), so Job.Abort either sees it and
-// opens it, or has set aborted before the load here.
-func (c *Comm) wait(g *gate) bool {
+// wait waits for g to open, then returns true; it returns false if the job ended
+// first. With no more ranks than processors it polls within the spin budget; with
+// more it yields its processor once: it runs again once the ranks queued before it
+// have had their turn, and when those are the ranks it waits for, they have arrived
+// by then, so it neither parks nor needs the releaser to wake it through the
+// scheduler (one rank at a time, about 170 ns each). Then it parks, so a long wait
+// (another rank computes) costs no processor time. Measured: 4-rank Barrier 0.51 µs
+// instead of 0.81, 16 ranks 2.1 instead of 3.4, Allreduce of one double 0.73 and
+// 3.0 µs instead of 1.09 and 4.2; two or three yields measure the same, four or more
+// slower (16 ranks: 3.6 µs), each being a trip through the run queue that all
+// processors share.
+//
+// The gate is in the ring when this is called (its episode has not been joined by
+// every rank), so Job.Abort either sees it and opens it, or has set aborted before
+// the load here.
+func (c *Comm) wait(g *gate) bool { return c.await(g, true) }
+
+// await is wait, yielding before it parks only if yield is set.
+func (c *Comm) await(g *gate, yield bool) bool {
 	if g.isOpen() {
 		return true
 	}
 	if c.job.aborted.Load() {
 		return false
 	}
-	if c.spin > 0 && spin.Until(c.spin, g.isOpen) {
-		return true
+	if c.spin > 0 {
+		if spin.Until(c.spin, g.isOpen) {
+			return true
+		}
+	} else if yield {
+		runtime.Gosched()
+		if g.isOpen() {
+			return true
+		}
 	}
 	g.park()
 	return true
@@ -448,7 +470,10 @@ func (c *Comm) climb(e *episode, rank int) bool {
 		i /= fanIn
 		nd := &e.tree[level][i]
 		if nd.arrived.Add(1) < nd.children {
-			ok = c.wait(&nd.gate)
+			// A node opens only once the whole barrier is in and the wake-ups have
+			// come down to it, long after a yield's round: it would only add a trip
+			// through the shared run queue (256 ranks: 74 µs instead of 57).
+			ok = c.await(&nd.gate, false)
 			break
 		}
 		path[depth] = nd
