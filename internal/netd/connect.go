@@ -14,7 +14,7 @@ func (d *Device) ConnectAll(ch Channel) error {
 		l := &d.peer(proc).links[ch]
 		l.wmu.Lock()
 		_, err := l.connect()
-		l.wmu.Unlock()
+		l.turn()
 		if err != nil {
 			return fmt.Errorf("netd: connecting to proc %d: %w", proc, err)
 		}

@@ -18,8 +18,14 @@ import (
 //
 // Order: every write happens under wmu, and whoever holds it first takes the
 // whole queue and writes it ahead of its own message, in one writev. So a
-// message posted before a Send is written before it, and Sends are written in
-// the order they took wmu.
+// message posted or queued before a Send is written before it, and Sends are
+// written in the order they took wmu.
+//
+// Combining: a Queue that finds wmu taken leaves its message to the holder, which,
+// when its write is done, writes what was queued meanwhile before it lets go of
+// wmu for good (turn). So ranks of one proc sending to another at once write
+// batches, one syscall for many messages, instead of taking turns for a syscall
+// each.
 type link struct {
 	d  *Device
 	p  *peer
@@ -37,11 +43,12 @@ type link struct {
 	// mu guards what follows. It is never held across I/O: Post never waits for
 	// a write or a dial.
 	mu       sync.Mutex
-	queue    []posted  // posted, not yet written
-	spare    []posted  // the previous queue's array, for reuse
-	outcomes []outcome // posts a Send wrote; the daemon calls their done
-	started  bool      // the send daemon runs
-	closed   bool      // the Device is closing: no more posts
+	queue    []posted     // posted or queued, not yet written
+	queued   atomic.Int32 // len(queue), for holders of wmu that look without mu
+	spare    []posted     // the previous queue's array, for reuse
+	outcomes []outcome    // posts a Send wrote; the daemon calls their done
+	started  bool         // the send daemon runs
+	closed   bool         // the Device is closing: no more posts
 	wake     chan struct{}
 }
 
@@ -69,22 +76,88 @@ func (l *link) send(h *wire.Header, payload []byte) error {
 	batch := l.take()
 	l.mu.Unlock()
 	err = l.write(c, batch, l.hdr[:], payload)
-	if len(batch) > 0 {
-		// done callbacks run on the daemon, never on a Send's caller, which may
-		// hold locks they take. Handed over before wmu is released, so that a
-		// daemon about to exit at Close, which takes wmu after us, sees them.
-		l.mu.Lock()
-		for i := range batch {
-			if batch[i].done != nil {
-				l.outcomes = append(l.outcomes, outcome{batch[i].done, err})
-			}
+	l.handOver(batch, err)
+	l.turn()
+	return err
+}
+
+// handOver gives the done callbacks of a written batch to the daemon: they run
+// there, never on a sender, which may hold locks they take. Called before wmu is
+// released, so that a daemon about to exit at Close, which takes wmu after us,
+// sees them.
+func (l *link) handOver(batch []posted, err error) {
+	if len(batch) == 0 {
+		return
+	}
+	l.mu.Lock()
+	n := len(l.outcomes)
+	for i := range batch {
+		if batch[i].done != nil {
+			l.outcomes = append(l.outcomes, outcome{batch[i].done, err})
 		}
-		l.recycle(batch)
-		l.mu.Unlock()
+	}
+	l.recycle(batch)
+	added := len(l.outcomes) > n
+	l.mu.Unlock()
+	if added {
 		l.signal()
 	}
-	l.wmu.Unlock()
-	return err
+}
+
+// enqueue is Device.Queue on l: h is checked and h.Frag set.
+func (l *link) enqueue(h *wire.Header, payload []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.start()
+	l.queue = append(l.queue, posted{payload: payload})
+	h.Put(l.queue[len(l.queue)-1].hdr[:])
+	l.queued.Store(int32(len(l.queue)))
+	return nil
+}
+
+// flush is Device.Flush on l.
+func (l *link) flush() error {
+	if l.queued.Load() == 0 || !l.wmu.TryLock() {
+		return nil // nothing to write, or the holder of wmu writes it (turn)
+	}
+	return l.turn()
+}
+
+// turn ends a holder's turn at wmu: it writes the queue if anything is in it and
+// lets go of wmu, then takes wmu back if a message was queued meanwhile by a
+// sender that found it taken (flush). Caller holds wmu; it returns the first
+// write error. It may block writing, so it is not for handlers (see postNow).
+func (l *link) turn() error {
+	var first error
+	for {
+		if l.queued.Load() > 0 {
+			c, err := l.connect()
+			l.mu.Lock()
+			batch := l.take()
+			l.mu.Unlock()
+			if err == nil {
+				err = l.write(c, batch, nil, nil)
+			} else {
+				// Queued messages have nobody waiting for this error: the
+				// peer is lost for them (not here: we may be under a
+				// sender's locks that the handlers take).
+				go l.d.lose(l.p, err)
+			}
+			l.handOver(batch, err)
+			if first == nil {
+				first = err
+			}
+		}
+		// A flush stores the queue, then tries wmu; we let go of wmu, then look
+		// at the queue: one of us sees the other.
+		l.wmu.Unlock()
+		if l.queued.Load() == 0 || !l.wmu.TryLock() {
+			return first
+		}
+	}
 }
 
 // post is Device.Post on l. A small message posted when nothing is queued or
@@ -97,11 +170,7 @@ func (l *link) post(h *wire.Header, payload []byte, done func(error)) error {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	if !l.started {
-		l.started = true
-		l.d.sendWG.Add(1)
-		go l.daemon()
-	}
+	l.start()
 	if len(l.queue) == 0 && len(payload) <= inlineMax && l.wmu.TryLock() {
 		// Nothing posted before us waits, and nobody writes: we are next.
 		if c := l.c.Load(); c != nil && c.raw != nil {
@@ -113,6 +182,7 @@ func (l *link) post(h *wire.Header, payload []byte, done func(error)) error {
 	}
 	l.queue = append(l.queue, posted{payload: payload, done: done})
 	h.Put(l.queue[len(l.queue)-1].hdr[:])
+	l.queued.Store(int32(len(l.queue)))
 	l.mu.Unlock()
 	l.signal()
 	return nil
@@ -130,6 +200,9 @@ func (l *link) postNow(c *conn, h *wire.Header, payload []byte, done func(error)
 	l.one = b[:0]
 	partial, err := c.tryWrite(b)
 	l.wmu.Unlock()
+	if l.queued.Load() > 0 {
+		partial = true // queued by a sender that found wmu taken: the daemon writes it (turn would block)
+	}
 	if err != nil {
 		err = fmt.Errorf("netd: send to proc %d on the %v channel: %w", l.p.proc, l.ch, err)
 	}
@@ -140,6 +213,15 @@ func (l *link) postNow(c *conn, h *wire.Header, payload []byte, done func(error)
 	}
 	if partial || done != nil {
 		l.signal()
+	}
+}
+
+// start starts the send daemon if it is not running. Caller holds l.mu.
+func (l *link) start() {
+	if !l.started {
+		l.started = true
+		l.d.sendWG.Add(1)
+		go l.daemon()
 	}
 }
 
@@ -155,6 +237,7 @@ func (l *link) take() []posted {
 	q := l.queue
 	l.queue = l.spare[:0]
 	l.spare = nil
+	l.queued.Store(0)
 	return q
 }
 
@@ -198,7 +281,7 @@ func (l *link) daemon() {
 		} else if c := l.conn(); c != nil {
 			c.flush() // what postNow could not write at once
 		}
-		l.wmu.Unlock()
+		l.turn()
 		for i := range batch {
 			if batch[i].done != nil {
 				batch[i].done(err)

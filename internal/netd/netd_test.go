@@ -490,6 +490,88 @@ func TestPost(t *testing.T) {
 	checkOrder(t, ps[1].coll.records(), 1)
 }
 
+// TestQueue: messages queued by several goroutines at once, mixed with Sends and
+// Posts, arrive in each goroutine's order; a Flush that finds the link's write turn
+// taken leaves its message to the holder, which writes it before it lets go of the
+// turn; and Flush(later) leaves the write to the send daemon.
+func TestQueue(t *testing.T) {
+	noLeaks(t)
+	ps := startJob(t, 2, nil)
+	d := ps[0].dev
+	// Connect first, so that the turn below does not dial.
+	if err := d.Send(1, ChannelP2P, message(ChannelP2P, 0, 9, 0, 1), payloadOf(0, 9, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first message", func() bool { return ps[1].p2p.count() == 1 })
+
+	// A holder of the turn writes what others queued meanwhile.
+	l := &d.peer(1).links[ChannelP2P]
+	l.wmu.Lock()
+	const held = 5
+	for seq := range uint64(held) {
+		if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 8, seq, 100), payloadOf(0, 8, seq, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Flush(1, ChannelP2P, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n := ps[1].p2p.count(); n != 1 {
+		t.Fatalf("%d messages arrived while the turn was held, want only the first", n)
+	}
+	if err := l.turn(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queued messages", func() bool { return ps[1].p2p.count() == 1+held })
+
+	// Later: the send daemon writes it.
+	if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 7, 0, 10), payloadOf(0, 7, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(1, ChannelP2P, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message left to the daemon", func() bool { return ps[1].p2p.count() == 2+held })
+
+	// Goroutines queue, send and post at once, each on its own tag.
+	const senders, count = 4, 300
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for seq := range uint64(count) {
+				size := sizes[int(seq)%(len(sizes)-1)] % (1 << 17)
+				h, pl := message(ChannelP2P, 0, g, seq, size), payloadOf(0, g, seq, size)
+				var err error
+				switch seq % 4 {
+				case 0:
+					err = d.Send(1, ChannelP2P, h, pl)
+				case 1:
+					d.Post(1, ChannelP2P, h, pl, nil)
+				default:
+					if err = d.Queue(1, ChannelP2P, h, pl); err == nil {
+						err = d.Flush(1, ChannelP2P, seq%4 == 3)
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 2 + held + senders*count
+	waitFor(t, "every message", func() bool { return ps[1].p2p.count() == total })
+	var mine []rec
+	for _, r := range ps[1].p2p.records() {
+		if r.h.Tag < senders {
+			mine = append(mine, r)
+		}
+	}
+	checkOrder(t, mine, count)
+}
+
 // TestDialRace: two procs that send to each other at the same moment may dial
 // each other at once; each direction stays in order.
 func TestDialRace(t *testing.T) {

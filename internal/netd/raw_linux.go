@@ -50,12 +50,16 @@ func osYield() { _, _, _ = syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 // iovec is an element of a writev(2) vector.
 type iovec = syscall.Iovec
 
-// rawWritev is one writev(2) on the socket fd of the first limit bytes of bufs
-// (bufs holds at least one byte); *iov is scratch space for the vector.
+// iovMax is the most buffers one writev takes (Linux's UIO_MAXIOV): more is EINVAL.
+const iovMax = 1024
+
+// rawWritev is one writev(2) on the socket fd of the first limit bytes of bufs, in
+// at most iovMax buffers (bufs holds at least one byte); *iov is scratch space for
+// the vector.
 func rawWritev(fd uintptr, bufs [][]byte, limit int, iov *[]iovec) (int, error) {
 	v := (*iov)[:0]
 	for _, b := range bufs {
-		if limit == 0 {
+		if limit == 0 || len(v) == iovMax {
 			break
 		}
 		if len(b) == 0 {

@@ -66,8 +66,12 @@ func (ep *Endpoint) drain() (completed int) {
 	return completed
 }
 
-// Progress drains the inbox of ep.
-func (ep *Endpoint) Progress() { ep.progress(nil) }
+// Progress drains the inbox of ep and writes what streaming sends left to the
+// send daemons: a rank polling with Test or Iprobe may wait for their answer.
+func (ep *Endpoint) Progress() {
+	ep.World.flushDeferred()
+	ep.progress(nil)
+}
 
 // progress drains the inbox of ep. When that completes receives other than own, it
 // yields the processor: a goroutine woken by it waits on this P until we do.

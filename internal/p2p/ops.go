@@ -305,6 +305,7 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 		ep.probes = append(ep.probes, w)
 		ep.parked.Add(1)
 		ep.mu.Unlock()
+		c.World.flushDeferred()
 		var aborted bool
 		if !ep.arrived() {
 			select {
@@ -344,6 +345,7 @@ func (c *Comm) probeLost(src int, losses uint32) error {
 // when nothing ever will, src's proc being lost (errors-return mode).
 func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status, error) {
 	ep := c.Peers[me]
+	c.World.flushDeferred()
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	ep.drain()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/netd"
@@ -29,6 +30,8 @@ import (
 type Net interface {
 	Send(proc int, ch netd.Channel, h *wire.Header, payload []byte) error
 	Post(proc int, ch netd.Channel, h *wire.Header, payload []byte, done func(error))
+	Queue(proc int, ch netd.Channel, h *wire.Header, payload []byte) error
+	Flush(proc int, ch netd.Channel, later bool) error
 }
 
 // ackEvery is how many eager messages a receiver holds before it acknowledges them
@@ -42,6 +45,9 @@ type peer struct {
 
 	sendMu sync.Mutex // orders sequence numbers as they go on the wire
 	seq    uint64     // Eager and RTS messages sent to it; each one's SendReq
+
+	wrote    atomic.Int64 // when (see now) a send to it last wrote its message itself
+	deferred atomic.Bool  // messages to it wait for the send daemon (see send)
 
 	mu      sync.Mutex
 	held    list                 // our eager copies it may still pull, oldest first
@@ -148,31 +154,80 @@ func finishCopied(r *Request, seq uint64, err error) error {
 
 // send numbers h, registers what waits for the peer's answer (m in held, the list
 // of eager copies, or, when held is nil, in sends, to wait for a CTS) and writes h
-// with payload. It returns the sequence number.
+// with payload, which is m's (an eager copy) and stays until the peer has it. It
+// returns the sequence number.
+//
+// The numbering orders the messages on the wire, so it queues them under sendMu;
+// the write comes after (Flush), so that ranks sending at once do not wait for each
+// other's syscalls: whoever writes takes the others' messages along.
 func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uint64, error) {
 	p.sendMu.Lock()
-	defer p.sendMu.Unlock()
 	p.seq++
-	h.Seq, h.SendReq = p.seq, p.seq
-	m.rid = p.seq
+	seq := p.seq
+	h.Seq, h.SendReq = seq, seq
+	m.rid = seq
 	p.mu.Lock()
 	if p.lost.Load() {
 		p.mu.Unlock()
+		p.sendMu.Unlock()
 		p.wd.free(m)
 		return 0, p.lostErr()
 	}
 	if held != nil {
 		held.push(m)
 	} else {
-		p.sends[p.seq] = m
+		p.sends[seq] = m
 	}
 	h.RecvReq = p.ackRiding()
 	p.mu.Unlock()
-	if err := p.wd.net.Send(p.proc, netd.ChannelP2P, h, payload); err != nil {
+	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, h, payload)
+	p.sendMu.Unlock()
+	if err == nil {
+		err = p.flush(now())
+	}
+	if err != nil {
 		p.fail(err)
 		return 0, p.lostErr()
 	}
-	return p.seq, nil
+	return seq, nil
+}
+
+// streamGap is how soon after the last write of its own a send leaves its message
+// to the send daemon: a rank that sends again within it is streaming (a ping-pong's
+// next send comes a network round trip later, 7-9 µs here), and its messages then
+// go out together, when the daemon gets the processor or when a rank of ours waits
+// (flushDeferred), instead of one syscall each.
+const streamGap = 2 * time.Microsecond
+
+// flush writes what is queued to p, now or, for a rank streaming, later.
+func (p *peer) flush(t int64) error {
+	if t-p.wrote.Load() < int64(streamGap) {
+		if !p.deferred.Swap(true) {
+			p.wd.deferred.Add(1)
+		}
+		return p.wd.net.Flush(p.proc, netd.ChannelP2P, true)
+	}
+	err := p.wd.net.Flush(p.proc, netd.ChannelP2P, false)
+	p.wrote.Store(now())
+	return err
+}
+
+// flushDeferred writes what streaming sends left to the send daemons, before a
+// rank of ours waits: what it waits for may answer them.
+func (wd *World) flushDeferred() {
+	if wd.deferred.Load() == 0 {
+		return
+	}
+	for _, p := range wd.peers {
+		if p != nil && p.deferred.Swap(false) {
+			wd.deferred.Add(-1)
+			err := wd.net.Flush(p.proc, netd.ChannelP2P, false)
+			p.wrote.Store(now())
+			if err != nil {
+				p.fail(err)
+			}
+		}
+	}
 }
 
 // free releases our copy m of sent data once the peer no longer needs it.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,6 +88,54 @@ func fill(size, seed int) []byte {
 		b[i] = byte(i*7 + seed)
 	}
 	return b
+}
+
+// TestRemoteStreaming: a rank that sends small messages back to back leaves them to
+// the send daemon after the first (streamGap), and they still arrive, whole and in
+// order: at the receiver's waits, and also when the sender, on one processor, goes
+// on computing without calling the engine, so that only the daemon can write them.
+func TestRemoteStreaming(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	sender, receiver := j.comm(0), j.comm(1)
+	const count = 500
+	var got atomic.Int32
+	recvErr := make(chan error, 1)
+	go func() {
+		for i := range count {
+			buf := make([]byte, 64)
+			st, err := receiver.Recv(1, buf, 0, 5)
+			if err == nil && (st.Bytes != i%64 || !bytes.Equal(buf[:st.Bytes], fill(i%64, i))) {
+				err = fmt.Errorf("message %d: %d bytes %v, want %d bytes %v", i, st.Bytes, buf[:st.Bytes], i%64, fill(i%64, i))
+			}
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			got.Add(1)
+		}
+		recvErr <- nil
+	}()
+	for i := range count {
+		if err := sender.Send(0, fill(i%64, i), 1, 5, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !raceEnabled && !j.worlds[0].peers[1].deferred.Load() {
+		t.Error("no send was left to the send daemon, although they came back to back")
+	}
+	// Compute, never calling the engine: only the send daemon can write the rest.
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() < count && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := got.Load(); n < count {
+		t.Fatalf("%d of %d messages arrived while the sender computed", n, count)
+	}
+	if err := <-recvErr; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRemoteDropAndPull is TMPI's Fig. 8 b: the receiving proc's pool has no room,

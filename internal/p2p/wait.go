@@ -23,6 +23,7 @@ func (w *waiter) ring() {
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
 // true and, if not, when the wait started (see now), for settle.
 func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
+	ep.World.flushDeferred()
 	if ep.World.cfg.Spin <= 0 {
 		return false, 0
 	}
@@ -62,6 +63,7 @@ const spinCatch = 2 * time.Microsecond
 // small messages drain the inbox for it. It registers one waiter on every request,
 // so callers that need all of many requests should wait for them one at a time.
 func (ep *Endpoint) park(rs []*Request) bool {
+	ep.World.flushDeferred()
 	w := waiters.Get().(*waiter)
 	for _, r := range rs {
 		r.waiter.Store(w)

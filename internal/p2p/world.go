@@ -53,6 +53,7 @@ type World struct {
 	cause     atomic.Pointer[errs.Error]
 	loss      atomic.Pointer[errs.Error] // the first proc lost, in errors-return mode
 	losses    atomic.Uint32              // procs lost so far, in errors-return mode
+	deferred  atomic.Int32               // peers whose messages wait for the send daemon
 
 	layout *topo.Layout // where every rank of the job lives; nil for a world of one proc
 	self   int          // our proc in layout
