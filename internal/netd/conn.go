@@ -452,7 +452,7 @@ const idleAfter = 4
 func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 	c.pollBuf = b
 	defer func() { c.pollBuf = nil }()
-	for {
+	for i := 0; ; i++ {
 		if err := c.raw.Read(c.pollFn); err != nil {
 			return 0, err, true // closed, or past a deadline
 		}
@@ -468,7 +468,13 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 			return 0, nil, false
 		}
 		runtime.Gosched() // goroutines of our P, such as those our handler woke
-		osYield()         // threads of our processor
+		if i%2 == 1 {
+			// Threads of our processor, every other poll: a sched_yield is a
+			// syscall as long as the read, and halving them shortens the time
+			// between polls (8-byte TCP latency 5.72 µs against 6.04, 15
+			// interleaved rounds; barrier of 1x4 and 4x4 unchanged).
+			osYield()
+		}
 	}
 }
 
