@@ -104,17 +104,43 @@ func (l *link) handOver(batch []posted, err error) {
 	}
 }
 
-// enqueue is Device.Queue on l: h is checked and h.Frag set.
-func (l *link) enqueue(h *wire.Header, payload []byte) error {
+// queueMsg is Device.Queue on l: h is checked and h.Frag set.
+func (l *link) queueMsg(h *wire.Header, payload []byte, now bool, ordered func()) error {
+	if now && l.wmu.TryLock() {
+		// Nobody writes: we are next after what is queued now, and whoever
+		// comes after ordered queues behind us.
+		var batch []posted
+		if l.queued.Load() > 0 {
+			l.mu.Lock()
+			batch = l.take()
+			l.mu.Unlock()
+		}
+		ordered()
+		c, err := l.connect()
+		if err == nil {
+			h.Put(l.hdr[:])
+			err = l.write(c, batch, l.hdr[:], payload)
+		}
+		l.handOver(batch, err)
+		l.turn()
+		return err
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
+		ordered()
 		return ErrClosed
 	}
 	l.start()
 	l.queue = append(l.queue, posted{payload: payload})
 	h.Put(l.queue[len(l.queue)-1].hdr[:])
 	l.queued.Store(int32(len(l.queue)))
+	l.mu.Unlock()
+	ordered()
+	if now {
+		return l.flush()
+	}
+	l.signal()
 	return nil
 }
 

@@ -269,41 +269,43 @@ func (d *Device) Send(proc int, ch Channel, h *wire.Header, payload []byte) erro
 	return l.send(h, payload)
 }
 
-// Queue adds h and payload to what goes to proc on channel ch, after everything
-// sent, posted or queued before, and returns without writing: Flush writes it,
-// unless another sender is writing on that link meanwhile, which then writes it
-// too. Messages that several ranks queue at once so go out in batches, one
-// syscall for many. payload must stay unchanged until it is written or the link
-// fails: Queue is for data the caller keeps anyway (an eager copy held until the
-// peer acknowledges it). Call Flush after Queue, outside the locks that order
-// the caller's messages, so that the write does not hold them.
-func (d *Device) Queue(proc int, ch Channel, h *wire.Header, payload []byte) error {
+// Queue sends h and payload to proc on channel ch, after everything sent,
+// posted or queued before, without waiting for another sender's write: when one
+// is under way on that link, the message joins the link's queue, which the
+// writer sends next, and Queue returns; so messages that several ranks send at
+// once go out in batches, one syscall for many. Else, with now, Queue writes it
+// (and what is queued) itself; without, it leaves the write to the link's send
+// daemon, which runs when the caller's processor is free: a sender streaming
+// small messages so has them go out together.
+//
+// ordered is called once the message has its place in the link's order, before
+// any write: the caller numbers its messages under a lock and releases it there,
+// so that no sender waits for another's syscall. payload must stay unchanged
+// until it is written or the link fails: Queue is for data the caller keeps
+// anyway (an eager copy held until the peer acknowledges it). A write error
+// loses the link, as with Send, and is returned to the writer.
+func (d *Device) Queue(proc int, ch Channel, h *wire.Header, payload []byte, now bool, ordered func()) error {
 	l, err := d.link(proc, ch, h, payload)
 	if err != nil {
+		ordered()
 		return err
 	}
 	if d.cfg.Delay > 0 {
-		return d.delaySend(l, h, payload)
+		err := d.delaySend(l, h, payload)
+		ordered()
+		return err
 	}
-	return l.enqueue(h, payload)
+	return l.queueMsg(h, payload, now, ordered)
 }
 
-// Flush writes what was queued to proc on channel ch, if no other sender is
-// writing on that link (that one then writes it). A write error loses the link,
-// as with Send, and is returned. With later, Flush leaves the write to the link's
-// send daemon instead, which runs when the caller's processor is free: a sender
-// streaming small messages so queues many while a write is under way or the
-// caller runs on, and they go out in one syscall.
-func (d *Device) Flush(proc int, ch Channel, later bool) error {
+// Flush writes what Queue left to the send daemons of proc's links, if no other
+// sender is writing on them (that one writes it); for a rank about to wait,
+// since what it waits for may answer those messages.
+func (d *Device) Flush(proc int, ch Channel) error {
 	if proc < 0 || proc >= d.cfg.Procs || proc == d.cfg.Self || (ch != ChannelP2P && ch != ChannelColl) || d.cfg.Delay > 0 {
 		return nil
 	}
-	l := &d.peer(proc).links[ch]
-	if later {
-		l.signal()
-		return nil
-	}
-	return l.flush()
+	return d.peer(proc).links[ch].flush()
 }
 
 // Post sends what Send would, without ever waiting: it is for handlers, which

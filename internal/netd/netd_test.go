@@ -491,9 +491,9 @@ func TestPost(t *testing.T) {
 }
 
 // TestQueue: messages queued by several goroutines at once, mixed with Sends and
-// Posts, arrive in each goroutine's order; a Flush that finds the link's write turn
+// Posts, arrive in each goroutine's order; a Queue that finds the link's write turn
 // taken leaves its message to the holder, which writes it before it lets go of the
-// turn; and Flush(later) leaves the write to the send daemon.
+// turn; and a Queue not now leaves the write to the send daemon, or to a Flush.
 func TestQueue(t *testing.T) {
 	noLeaks(t)
 	ps := startJob(t, 2, nil)
@@ -509,11 +509,12 @@ func TestQueue(t *testing.T) {
 	l.wmu.Lock()
 	const held = 5
 	for seq := range uint64(held) {
-		if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 8, seq, 100), payloadOf(0, 8, seq, 100)); err != nil {
+		ordered := false
+		if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 8, seq, 100), payloadOf(0, 8, seq, 100), true, func() { ordered = true }); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Flush(1, ChannelP2P, false); err != nil {
-			t.Fatal(err)
+		if !ordered {
+			t.Fatal("Queue returned without calling ordered")
 		}
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -525,14 +526,20 @@ func TestQueue(t *testing.T) {
 	}
 	waitFor(t, "the queued messages", func() bool { return ps[1].p2p.count() == 1+held })
 
-	// Later: the send daemon writes it.
-	if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 7, 0, 10), payloadOf(0, 7, 0, 10)); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Flush(1, ChannelP2P, true); err != nil {
+	// Not now: the send daemon writes it, or a Flush.
+	if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 7, 0, 10), payloadOf(0, 7, 0, 10), false, func() {}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the message left to the daemon", func() bool { return ps[1].p2p.count() == 2+held })
+	l.wmu.Lock() // the daemon cannot write it now
+	if err := d.Queue(1, ChannelP2P, message(ChannelP2P, 0, 7, 1, 10), payloadOf(0, 7, 1, 10), false, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	l.wmu.Unlock()
+	if err := d.Flush(1, ChannelP2P); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the flushed message", func() bool { return ps[1].p2p.count() == 3+held })
 
 	// Goroutines queue, send and post at once, each on its own tag.
 	const senders, count = 4, 300
@@ -549,9 +556,7 @@ func TestQueue(t *testing.T) {
 				case 1:
 					d.Post(1, ChannelP2P, h, pl, nil)
 				default:
-					if err = d.Queue(1, ChannelP2P, h, pl); err == nil {
-						err = d.Flush(1, ChannelP2P, seq%4 == 3)
-					}
+					err = d.Queue(1, ChannelP2P, h, pl, seq%4 == 2, func() {})
 				}
 				if err != nil {
 					t.Error(err)
@@ -561,8 +566,32 @@ func TestQueue(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	total := 2 + held + senders*count
-	waitFor(t, "every message", func() bool { return ps[1].p2p.count() == total })
+	// Goroutines number their messages under one lock, as the engine does, and
+	// release it once Queue has placed theirs: the numbers arrive in order, also
+	// while the first writer dials (the collective channel is not connected yet).
+	const shared = 100
+	var mu sync.Mutex
+	next := uint64(0)
+	for g := range senders {
+		wg.Go(func() {
+			for i := range count {
+				mu.Lock()
+				seq := next
+				next++
+				err := d.Queue(1, ChannelColl, message(ChannelColl, 0, shared, seq, 8), payloadOf(0, shared, seq, 8), (g+i)%3 != 0, mu.Unlock)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := d.Flush(1, ChannelColl); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every message", func() bool { return ps[1].p2p.count() == 3+held+senders*count })
+	waitFor(t, "every numbered message", func() bool { return ps[1].coll.count() == senders*count })
 	var mine []rec
 	for _, r := range ps[1].p2p.records() {
 		if r.h.Tag < senders {
@@ -570,6 +599,7 @@ func TestQueue(t *testing.T) {
 		}
 	}
 	checkOrder(t, mine, count)
+	checkOrder(t, ps[1].coll.records(), senders*count)
 }
 
 // TestDialRace: two procs that send to each other at the same moment may dial

@@ -30,8 +30,8 @@ import (
 type Net interface {
 	Send(proc int, ch netd.Channel, h *wire.Header, payload []byte) error
 	Post(proc int, ch netd.Channel, h *wire.Header, payload []byte, done func(error))
-	Queue(proc int, ch netd.Channel, h *wire.Header, payload []byte) error
-	Flush(proc int, ch netd.Channel, later bool) error
+	Queue(proc int, ch netd.Channel, h *wire.Header, payload []byte, now bool, ordered func()) error
+	Flush(proc int, ch netd.Channel) error
 }
 
 // ackEvery is how many eager messages a receiver holds before it acknowledges them
@@ -43,8 +43,9 @@ type peer struct {
 	wd   *World
 	proc int
 
-	sendMu sync.Mutex // orders sequence numbers as they go on the wire
-	seq    uint64     // Eager and RTS messages sent to it; each one's SendReq
+	sendMu   sync.Mutex // orders sequence numbers as they go on the wire
+	seq      uint64     // Eager and RTS messages sent to it; each one's SendReq
+	unlockMu func()     // sendMu.Unlock, made once: a method value per send would allocate
 
 	wrote    atomic.Int64 // when (see now) a send to it last wrote its message itself
 	deferred atomic.Bool  // messages to it wait for the send daemon (see send)
@@ -67,7 +68,9 @@ type peer struct {
 }
 
 func newPeer(wd *World, proc int) *peer {
-	return &peer{wd: wd, proc: proc, sends: map[uint64]*Request{}, recvs: map[uint64]*Request{}, cancels: map[uint64]chan bool{}}
+	p := &peer{wd: wd, proc: proc, sends: map[uint64]*Request{}, recvs: map[uint64]*Request{}, cancels: map[uint64]chan bool{}}
+	p.unlockMu = p.sendMu.Unlock
+	return p
 }
 
 // Connect gives the world its network device. Call it before any rank runs.
@@ -157,9 +160,10 @@ func finishCopied(r *Request, seq uint64, err error) error {
 // with payload, which is m's (an eager copy) and stays until the peer has it. It
 // returns the sequence number.
 //
-// The numbering orders the messages on the wire, so it queues them under sendMu;
-// the write comes after (Flush), so that ranks sending at once do not wait for each
-// other's syscalls: whoever writes takes the others' messages along.
+// The numbering orders the messages on the wire, so they take their place in the
+// link's order under sendMu, and the write comes after (netd's Queue releases
+// sendMu in between), so that ranks sending at once do not wait for each other's
+// syscalls: whoever writes takes the others' messages along.
 func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uint64, error) {
 	p.sendMu.Lock()
 	p.seq++
@@ -180,10 +184,15 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	}
 	h.RecvReq = p.ackRiding()
 	p.mu.Unlock()
-	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, h, payload)
-	p.sendMu.Unlock()
-	if err == nil {
-		err = p.flush(now())
+	t := now()
+	streaming := t-p.wrote.Load() < int64(streamGap)
+	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, h, payload, !streaming, p.unlockMu)
+	if streaming {
+		if !p.deferred.Swap(true) {
+			p.wd.deferred.Add(1)
+		}
+	} else {
+		p.wrote.Store(now())
 	}
 	if err != nil {
 		p.fail(err)
@@ -199,19 +208,6 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 // (flushDeferred), instead of one syscall each.
 const streamGap = 2 * time.Microsecond
 
-// flush writes what is queued to p, now or, for a rank streaming, later.
-func (p *peer) flush(t int64) error {
-	if t-p.wrote.Load() < int64(streamGap) {
-		if !p.deferred.Swap(true) {
-			p.wd.deferred.Add(1)
-		}
-		return p.wd.net.Flush(p.proc, netd.ChannelP2P, true)
-	}
-	err := p.wd.net.Flush(p.proc, netd.ChannelP2P, false)
-	p.wrote.Store(now())
-	return err
-}
-
 // flushDeferred writes what streaming sends left to the send daemons, before a
 // rank of ours waits: what it waits for may answer them.
 func (wd *World) flushDeferred() {
@@ -221,7 +217,7 @@ func (wd *World) flushDeferred() {
 	for _, p := range wd.peers {
 		if p != nil && p.deferred.Swap(false) {
 			wd.deferred.Add(-1)
-			err := wd.net.Flush(p.proc, netd.ChannelP2P, false)
+			err := wd.net.Flush(p.proc, netd.ChannelP2P)
 			p.wrote.Store(now())
 			if err != nil {
 				p.fail(err)
