@@ -66,18 +66,36 @@ type outcome struct {
 // send is Device.Send on l: h is checked and h.Frag set.
 func (l *link) send(h *wire.Header, payload []byte) error {
 	l.wmu.Lock()
-	c, err := l.connect()
-	if err != nil {
-		l.wmu.Unlock()
-		return err
-	}
 	h.Put(l.hdr[:])
-	l.mu.Lock()
-	batch := l.take()
-	l.mu.Unlock()
-	err = l.write(c, batch, l.hdr[:], payload)
-	l.handOver(batch, err)
+	err := l.writeBatch(l.takeQueue(), l.hdr[:], payload)
 	l.turn()
+	return err
+}
+
+// takeQueue is take for a holder of wmu: without mu when nothing is queued.
+func (l *link) takeQueue() []posted {
+	if l.queued.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.take()
+}
+
+// writeBatch writes batch, then the message hdr+payload if hdr is not nil, in one
+// gather-write, dialing first if needed, and hands the batch's done callbacks to
+// the daemon. If the dial fails, the queued messages of others in batch are lost
+// with the peer: nobody waits for this error but us (the loss is reported on a
+// goroutine of its own: we may be under a sender's locks that the handlers take).
+// Caller holds wmu.
+func (l *link) writeBatch(batch []posted, hdr, payload []byte) error {
+	c, err := l.connect()
+	if err == nil {
+		err = l.write(c, batch, hdr, payload)
+	} else if len(batch) > 0 {
+		go l.d.lose(l.p, err)
+	}
+	l.handOver(batch, err)
 	return err
 }
 
@@ -109,19 +127,10 @@ func (l *link) queueMsg(h *wire.Header, payload []byte, now bool, ordered func()
 	if now && l.wmu.TryLock() {
 		// Nobody writes: we are next after what is queued now, and whoever
 		// comes after ordered queues behind us.
-		var batch []posted
-		if l.queued.Load() > 0 {
-			l.mu.Lock()
-			batch = l.take()
-			l.mu.Unlock()
-		}
+		batch := l.takeQueue()
 		ordered()
-		c, err := l.connect()
-		if err == nil {
-			h.Put(l.hdr[:])
-			err = l.write(c, batch, l.hdr[:], payload)
-		}
-		l.handOver(batch, err)
+		h.Put(l.hdr[:])
+		err := l.writeBatch(batch, l.hdr[:], payload)
 		l.turn()
 		return err
 	}
@@ -159,21 +168,8 @@ func (l *link) flush() error {
 func (l *link) turn() error {
 	var first error
 	for {
-		if l.queued.Load() > 0 {
-			c, err := l.connect()
-			l.mu.Lock()
-			batch := l.take()
-			l.mu.Unlock()
-			if err == nil {
-				err = l.write(c, batch, nil, nil)
-			} else {
-				// Queued messages have nobody waiting for this error: the
-				// peer is lost for them (not here: we may be under a
-				// sender's locks that the handlers take).
-				go l.d.lose(l.p, err)
-			}
-			l.handOver(batch, err)
-			if first == nil {
+		if batch := l.takeQueue(); len(batch) > 0 {
+			if err := l.writeBatch(batch, nil, nil); first == nil {
 				first = err
 			}
 		}

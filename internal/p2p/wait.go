@@ -21,7 +21,9 @@ func (w *waiter) ring() {
 }
 
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
-// true and, if not, when the wait started (see now), for settle.
+// true and, if not, when the wait started (see now), for settle. Every wait starts
+// here, so it first writes what streaming sends left to the send daemons
+// (flushDeferred): what the wait is for may answer them.
 func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
 	ep.World.flushDeferred()
 	if ep.World.cfg.Spin <= 0 {
@@ -63,7 +65,6 @@ const spinCatch = 2 * time.Microsecond
 // small messages drain the inbox for it. It registers one waiter on every request,
 // so callers that need all of many requests should wait for them one at a time.
 func (ep *Endpoint) park(rs []*Request) bool {
-	ep.World.flushDeferred()
 	w := waiters.Get().(*waiter)
 	for _, r := range rs {
 		r.waiter.Store(w)
