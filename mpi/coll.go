@@ -39,21 +39,28 @@ import (
 // is replaced by the result, as with MPI_IN_PLACE.
 
 // Barrier returns once every rank of c has called it.
-func (c *Comm) Barrier() error { return c.run(barrierOp(c, "Barrier")) }
+func (c *Comm) Barrier() error {
+	var o collOp
+	return c.run(&o, barrierOp(&o, c, "Barrier"))
+}
 
-func barrierOp(c *Comm, name string) (collOp, error) {
-	return collOp{k: coll.KindBarrier, name: name}, c.checkColl(name)
+func barrierOp(o *collOp, c *Comm, name string) error {
+	o.k, o.name = coll.KindBarrier, name
+	return c.checkColl(name)
 }
 
 // Bcast copies buf of the root into buf of every other rank. Every rank's buf must
 // have the root's length: a shorter one is ErrTruncate, a longer one ErrCount, on
 // that rank and at the root. Each rank copies once, straight from the root's
 // buffer; the root returns once all have copied.
-func Bcast[T Elem](c *Comm, buf []T, root int) error { return c.run(bcastOp(c, "Bcast", buf, root)) }
+func Bcast[T Elem](c *Comm, buf []T, root int) error {
+	var o collOp
+	return c.run(&o, bcastOp(&o, c, "Bcast", buf, root))
+}
 
-func bcastOp[T Elem](c *Comm, name string, buf []T, root int) (collOp, error) {
-	o := collOp{k: coll.KindBcast, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(buf)}}
-	return o, c.checkRoot(name, root)
+func bcastOp[T Elem](o *collOp, c *Comm, name string, buf []T, root int) error {
+	o.k, o.name, o.el, o.root, o.p.Send = coll.KindBcast, name, sizeOf[T](), root, bytesOf(buf)
+	return c.checkRoot(name, root)
 }
 
 // Reduce combines the ranks' send buffers element by element with op into recv at
@@ -65,58 +72,60 @@ func bcastOp[T Elem](c *Comm, name string, buf []T, root int) (collOp, error) {
 // Send buffers are never written. The result is the same for the same inputs,
 // whatever the timing.
 func Reduce[T Reducible](c *Comm, send, recv []T, op Op, root int) error {
-	return c.run(reduceOp(c, "Reduce", send, recv, op, root))
+	var o collOp
+	return c.run(&o, reduceOp(&o, c, "Reduce", send, recv, op, root))
 }
 
-func reduceOp[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (collOp, error) {
+func reduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op Op, root int) error {
 	if err := c.checkRoot(name, root); err != nil {
-		return collOp{}, err
+		return err
 	}
-	o, err := reduction[T](c, coll.KindReduce, name, op)
+	err := reduction[T](o, c, coll.KindReduce, name, op)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.root = root
 	if c.rank == root {
 		if send, err = inPlace(c, name, send, recv); err != nil {
-			return o, err
+			return err
 		}
 	} else {
 		recv = nil
 	}
 	o.p.Send, o.p.Recv = raw(send), raw(recv)
-	return o, nil
+	return nil
 }
 
 // Allreduce is Reduce with the result in every rank's recv, which must hold at
 // least len(send) elements. A nil send (or send equal to recv) means in place.
 // Lengths are compared with rank 0's.
 func Allreduce[T Reducible](c *Comm, send, recv []T, op Op) error {
-	return c.run(allreduceOp(c, "Allreduce", send, recv, op))
+	var o collOp
+	return c.run(&o, allreduceOp(&o, c, "Allreduce", send, recv, op))
 }
 
-func allreduceOp[T Reducible](c *Comm, name string, send, recv []T, op Op) (collOp, error) {
-	o, err := reduction[T](c, coll.KindAllreduce, name, op)
+func allreduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op Op) error {
+	err := reduction[T](o, c, coll.KindAllreduce, name, op)
 	if err != nil {
-		return o, err
+		return err
 	}
 	if send, err = inPlace(c, name, send, recv); err != nil {
-		return o, err
+		return err
 	}
 	o.p.Send, o.p.Recv = raw(send), raw(recv)
-	return o, nil
+	return nil
 }
 
 // reduction starts the collOp of a reduction of kind k: c checked, and op's
 // function on elements of T.
-func reduction[T Reducible](c *Comm, k coll.Kind, name string, op Op) (collOp, error) {
-	o := collOp{k: k, name: name, el: width[T](), commutative: op.Commutative()}
+func reduction[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, op Op) error {
+	o.k, o.name, o.el, o.commutative = k, name, width[T](), op.Commutative()
 	if err := c.checkColl(name); err != nil {
-		return o, err
+		return err
 	}
 	var err error
 	o.fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank)
-	return o, err
+	return err
 }
 
 // checkColl checks c for a collective.

@@ -32,26 +32,27 @@ import (
 // whose own block already lies in recv; m is then len(recv)/Size(), and len(recv)
 // must be a multiple of Size().
 func Gather[T Elem](c *Comm, send, recv []T, root int) error {
-	return c.run(gatherOp(c, "Gather", send, recv, root))
+	var o collOp
+	return c.run(&o, gatherOp(&o, c, "Gather", send, recv, root))
 }
 
-func gatherOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, error) {
-	o := collOp{k: coll.KindGather, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(send)}}
+func gatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
+	*o = collOp{k: coll.KindGather, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(send)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	if c.rank == root {
 		m, err := blockOf(c, name, send, recv, n)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.p.Recv, o.p.RecvBlock = bytesOf(recv), m*el
 		if send == nil {
 			o.p.Send = bytesOf(recv[root*m : (root+1)*m])
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // Scatter sends block j of the root's send, send[j*m:(j+1)*m] with m = len(send)/Size(),
@@ -59,18 +60,19 @@ func gatherOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, e
 // alone. send is used only at the root, where its length must be a multiple of
 // Size(). In place: a nil recv at the root, whose block stays in send.
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
-	return c.run(scatterOp(c, "Scatter", send, recv, root))
+	var o collOp
+	return c.run(&o, scatterOp(&o, c, "Scatter", send, recv, root))
 }
 
-func scatterOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, error) {
-	o := collOp{k: coll.KindScatter, name: name, el: sizeOf[T](), root: root, p: coll.Part{Recv: bytesOf(recv)}}
+func scatterOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
+	*o = collOp{k: coll.KindScatter, name: name, el: sizeOf[T](), root: root, p: coll.Part{Recv: bytesOf(recv)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	if c.rank == root {
 		if len(send)%n != 0 {
-			return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+			return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 		}
 		m := len(send) / n
 		o.p.Send, o.p.SendBlock = bytesOf(send), m*el
@@ -78,12 +80,12 @@ func scatterOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, 
 		case recv == nil:
 			o.p.Recv = bytesOf(send[root*m : (root+1)*m])
 		case len(recv) < m:
-			return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
 		case overlaps(o.p.Send, o.p.Recv):
-			return o, overlapError(c, name)
+			return overlapError(c, name)
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // Allgather is Gather with the result in every rank's recv, which must hold at least
@@ -91,24 +93,25 @@ func scatterOp[T Elem](c *Comm, name string, send, recv []T, root int) (collOp, 
 // a nil send, the rank's own block already lying in recv (len(recv) must then be a
 // multiple of Size()).
 func Allgather[T Elem](c *Comm, send, recv []T) error {
-	return c.run(allgatherOp(c, "Allgather", send, recv))
+	var o collOp
+	return c.run(&o, allgatherOp(&o, c, "Allgather", send, recv))
 }
 
-func allgatherOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
-	o := collOp{k: coll.KindAllgather, name: name, el: sizeOf[T]()}
+func allgatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
+	*o = collOp{k: coll.KindAllgather, name: name, el: sizeOf[T]()}
 	if err := c.checkColl(name); err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	m, err := blockOf(c, name, send, recv, n)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el, RecvBlock: m * el}
 	if send == nil {
 		o.p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
 	}
-	return o, nil
+	return nil
 }
 
 // Alltoall sends block j of send to rank j, and puts the block rank j sent here in
@@ -116,32 +119,33 @@ func allgatherOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
 // multiple of Size()), recv at least as many. Every rank's m must be rank 0's. In
 // place: a nil send, recv holding the blocks to send (len(recv) a multiple of Size()).
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
-	return c.run(alltoallOp(c, "Alltoall", send, recv))
+	var o collOp
+	return c.run(&o, alltoallOp(&o, c, "Alltoall", send, recv))
 }
 
-func alltoallOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
-	o := collOp{k: coll.KindAlltoall, name: name, el: sizeOf[T]()}
+func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
+	*o = collOp{k: coll.KindAlltoall, name: name, el: sizeOf[T]()}
 	if err := c.checkColl(name); err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	if send == nil {
 		if len(recv)%n != 0 {
-			return o, errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
+			return errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
 		}
 		send = slices.Clone(recv)
 	}
 	if len(send)%n != 0 {
-		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 	}
 	if len(recv) < len(send) {
-		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
+		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
 	}
 	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: len(send) / n * el, RecvBlock: len(send) / n * el}
 	if overlaps(o.p.Send, o.p.Recv) {
-		return o, overlapError(c, name)
+		return overlapError(c, name)
 	}
-	return o, nil
+	return nil
 }
 
 // Scan puts into recv on rank r the inclusive prefix reduction send0 op send1 op ...
@@ -149,31 +153,33 @@ func alltoallOp[T Elem](c *Comm, name string, send, recv []T) (collOp, error) {
 // NewOp gets MPI's result. recv must hold at least len(send) elements; every rank's
 // send must have rank 0's length. A nil send means in place.
 func Scan[T Reducible](c *Comm, send, recv []T, op Op) error {
-	return c.run(scanOp(c, coll.KindScan, "Scan", send, recv, op))
+	var o collOp
+	return c.run(&o, scanOp(&o, c, coll.KindScan, "Scan", send, recv, op))
 }
 
 // Exscan is Scan without the rank's own contribution: recv on rank r > 0 gets
 // send0 op ... op send_(r-1). Rank 0's recv is left unchanged (MPI leaves it
 // undefined). A nil send means in place.
 func Exscan[T Reducible](c *Comm, send, recv []T, op Op) error {
-	return c.run(scanOp(c, coll.KindExscan, "Exscan", send, recv, op))
+	var o collOp
+	return c.run(&o, scanOp(&o, c, coll.KindExscan, "Exscan", send, recv, op))
 }
 
 // scanOp is the collective of Scan or Exscan (k).
-func scanOp[T Reducible](c *Comm, k coll.Kind, name string, send, recv []T, op Op) (collOp, error) {
-	o, err := reduction[T](c, k, name, op)
+func scanOp[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, send, recv []T, op Op) error {
+	err := reduction[T](o, c, k, name, op)
 	if err != nil {
-		return o, err
+		return err
 	}
 	if send == nil {
 		send = slices.Clone(recv)
 	} else if send, err = inPlace(c, name, send, recv); err != nil {
-		return o, err
+		return err
 	} else if len(send) > 0 && unsafe.SliceData(send) == unsafe.SliceData(recv) {
 		send = slices.Clone(send)
 	}
 	o.p = coll.Part{Send: raw(send), Recv: raw(recv)}
-	return o, nil
+	return nil
 }
 
 // ReduceScatterBlock reduces the ranks' sends element by element with op, in rank
@@ -182,30 +188,31 @@ func scanOp[T Reducible](c *Comm, k coll.Kind, name string, send, recv []T, op O
 // reduction. Every rank's m must be rank 0's. In place: a nil send, recv holding the
 // Size()*m elements to reduce; the result is its first m.
 func ReduceScatterBlock[T Reducible](c *Comm, send, recv []T, op Op) error {
-	return c.run(reduceScatterBlockOp(c, "ReduceScatterBlock", send, recv, op))
+	var o collOp
+	return c.run(&o, reduceScatterBlockOp(&o, c, "ReduceScatterBlock", send, recv, op))
 }
 
-func reduceScatterBlockOp[T Reducible](c *Comm, name string, send, recv []T, op Op) (collOp, error) {
-	o, err := reduction[T](c, coll.KindReduceScatterBlock, name, op)
+func reduceScatterBlockOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op Op) error {
+	err := reduction[T](o, c, coll.KindReduceScatterBlock, name, op)
 	if err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	if send == nil {
 		send = slices.Clone(recv)
 	}
 	if len(send)%n != 0 {
-		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
+		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 	}
 	m := len(send) / n
 	if len(recv) < m {
-		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
+		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
 	}
 	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendBlock: m * el}
 	if overlaps(o.p.Send, o.p.Recv[:m*el]) {
-		return o, overlapError(c, name)
+		return overlapError(c, name)
 	}
-	return o, nil
+	return nil
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes, as
@@ -217,43 +224,44 @@ func reduceScatterBlockOp[T Reducible](c *Comm, name string, send, recv []T, op 
 // otherwise; across procs, on the ranks whose block it changes). In place: a nil
 // send, recv holding the elements to reduce; the result is its first counts[r].
 func ReduceScatter[T Reducible](c *Comm, send, recv []T, counts []int, op Op) error {
-	return c.run(reduceScatterOp(c, "ReduceScatter", send, recv, counts, op))
+	var o collOp
+	return c.run(&o, reduceScatterOp(&o, c, "ReduceScatter", send, recv, counts, op))
 }
 
-func reduceScatterOp[T Reducible](c *Comm, name string, send, recv []T, counts []int, op Op) (collOp, error) {
-	o, err := reduction[T](c, coll.KindReduceScatter, name, op)
+func reduceScatterOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, counts []int, op Op) error {
+	err := reduction[T](o, c, coll.KindReduceScatter, name, op)
 	if err != nil {
-		return o, err
+		return err
 	}
 	n, el := c.Size(), o.el
 	if len(counts) != n {
-		return o, errs.New(errs.Arg, name, c.rank, "%d counts for the %d ranks", len(counts), n)
+		return errs.New(errs.Arg, name, c.rank, "%d counts for the %d ranks", len(counts), n)
 	}
 	bc, bd, total := make([]int, n), make([]int, n), 0
 	for j, m := range counts {
 		if m < 0 {
-			return o, errs.New(errs.Count, name, c.rank, "block %d has a negative count %d", j, m)
+			return errs.New(errs.Count, name, c.rank, "block %d has a negative count %d", j, m)
 		}
 		bc[j], bd[j] = m*el, total*el
 		total += m
 	}
 	if send == nil {
 		if len(recv) < total {
-			return o, errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, fewer than the %d counted", len(recv), total)
+			return errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, fewer than the %d counted", len(recv), total)
 		}
 		send = slices.Clone(recv[:total])
 	}
 	switch mine := counts[c.rank]; {
 	case len(send) != total:
-		return o, errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not the %d counted", len(send), total)
+		return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not the %d counted", len(send), total)
 	case len(recv) < mine:
-		return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of this rank's block", len(recv), mine)
+		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of this rank's block", len(recv), mine)
 	}
 	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendCounts: bc, SendDispls: bd}
 	if overlaps(o.p.Send, o.p.Recv[:bc[c.rank]]) {
-		return o, overlapError(c, name)
+		return overlapError(c, name)
 	}
-	return o, nil
+	return nil
 }
 
 // blockOf returns the block length m of a gathering rank: len(send), recv holding at
@@ -296,28 +304,29 @@ func overlapError(c *Comm, name string) error {
 // share an element (ErrBuffer); the elements of recv outside the blocks are left
 // alone. In place: a nil send at the root, whose own block already lies in recv.
 func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
-	return c.run(gathervOp(c, "Gatherv", send, recv, counts, displs, root))
+	var o collOp
+	return c.run(&o, gathervOp(&o, c, "Gatherv", send, recv, counts, displs, root))
 }
 
-func gathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs []int, root int) (collOp, error) {
+func gathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int, root int) error {
 	el := sizeOf[T]()
-	o := collOp{k: coll.KindGatherv, name: name, el: el, root: root, p: coll.Part{Send: bytesOf(send)}}
+	*o = collOp{k: coll.KindGatherv, name: name, el: el, root: root, p: coll.Part{Send: bytesOf(send)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return o, err
+		return err
 	}
 	if c.rank == root {
 		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(recv), bc, bd
 		if send == nil {
 			o.p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
 		} else if overlaps(o.p.Send, o.p.Recv) {
-			return o, overlapError(c, name)
+			return overlapError(c, name)
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // Scatterv is Scatter with blocks of their own sizes and places: the root sends
@@ -328,31 +337,32 @@ func gathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs []in
 // inside send; the blocks may overlap, since they are only read. In place: a nil recv
 // at the root, whose block stays in send.
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
-	return c.run(scattervOp(c, "Scatterv", send, counts, displs, recv, root))
+	var o collOp
+	return c.run(&o, scattervOp(&o, c, "Scatterv", send, counts, displs, recv, root))
 }
 
-func scattervOp[T Elem](c *Comm, name string, send []T, counts, displs []int, recv []T, root int) (collOp, error) {
+func scattervOp[T Elem](o *collOp, c *Comm, name string, send []T, counts, displs []int, recv []T, root int) error {
 	el := sizeOf[T]()
-	o := collOp{k: coll.KindScatterv, name: name, el: el, root: root, p: coll.Part{Recv: bytesOf(recv)}}
+	*o = collOp{k: coll.KindScatterv, name: name, el: el, root: root, p: coll.Part{Recv: bytesOf(recv)}}
 	if err := c.checkRoot(name, root); err != nil {
-		return o, err
+		return err
 	}
 	if c.rank == root {
 		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false)
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), bc, bd
 		switch {
 		case recv == nil:
 			o.p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
 		case len(recv) < counts[root]:
-			return o, errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
+			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
 		case overlaps(o.p.Send, o.p.Recv):
-			return o, overlapError(c, name)
+			return overlapError(c, name)
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // Allgatherv is Gatherv with the result in every rank's recv: rank j's send lands in
@@ -362,26 +372,27 @@ func scattervOp[T Elem](c *Comm, name string, send []T, counts, displs []int, re
 // ErrTruncate or ErrCount, on every rank). In place: a nil send, the rank's own block
 // already lying in recv.
 func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
-	return c.run(allgathervOp(c, "Allgatherv", send, recv, counts, displs))
+	var o collOp
+	return c.run(&o, allgathervOp(&o, c, "Allgatherv", send, recv, counts, displs))
 }
 
-func allgathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs []int) (collOp, error) {
+func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int) error {
 	el := sizeOf[T]()
-	o := collOp{k: coll.KindAllgatherv, name: name, el: el}
+	*o = collOp{k: coll.KindAllgatherv, name: name, el: el}
 	if err := c.checkColl(name); err != nil {
-		return o, err
+		return err
 	}
 	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), RecvCounts: bc, RecvDispls: bd}
 	if send == nil {
 		o.p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
 	} else if overlaps(o.p.Send, o.p.Recv) {
-		return o, overlapError(c, name)
+		return overlapError(c, name)
 	}
-	return o, nil
+	return nil
 }
 
 // Alltoallv is Alltoall with blocks of their own sizes and places: the rank sends
@@ -394,33 +405,34 @@ func allgathervOp[T Elem](c *Comm, name string, send, recv []T, counts, displs [
 // alone. In place: a nil send; sendCounts and sendDispls are then ignored, and recv
 // holds the blocks to send where they are to be received (recvCounts, recvDispls).
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
-	return c.run(alltoallvOp(c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
+	var o collOp
+	return c.run(&o, alltoallvOp(&o, c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
 }
 
-func alltoallvOp[T Elem](c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) (collOp, error) {
+func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	el := sizeOf[T]()
-	o := collOp{k: coll.KindAlltoallv, name: name, el: el}
+	*o = collOp{k: coll.KindAlltoallv, name: name, el: el}
 	if err := c.checkColl(name); err != nil {
-		return o, err
+		return err
 	}
 	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.p = coll.Part{Recv: bytesOf(recv), RecvCounts: rc, RecvDispls: rd}
 	if send == nil {
 		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
-		return o, nil
+		return nil
 	}
 	sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false)
 	if err != nil {
-		return o, err
+		return err
 	}
 	o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), sc, sd
 	if overlaps(o.p.Send, o.p.Recv) {
-		return o, overlapError(c, name)
+		return overlapError(c, name)
 	}
-	return o, nil
+	return nil
 }
 
 // blocksOf checks the counts and displacements (in elements) of the blocks of a

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weft-mpi/weft/mpi"
 )
@@ -326,6 +327,47 @@ func TestReducePipelines(t *testing.T) {
 			}
 			if want := []int64{12, int64(21 * i)}; got[0] != want[0] || got[1] != want[1] {
 				return fmt.Errorf("Reduce %d got %v, want %v", i, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// TestCollFarAhead: ranks that run many more small collectives ahead than the
+// ring holds (the root of Bcasts, the other ranks of Reduces) wait for a slot to
+// come free, and every rank still gets every value.
+func TestCollFarAhead(t *testing.T) {
+	const rounds = 300
+	mustRun(t, 4, func(c *mpi.Comm) error {
+		if c.Rank() != 0 {
+			time.Sleep(20 * time.Millisecond) // rank 0 runs ahead as far as it can
+		}
+		for i := range rounds {
+			buf := []int64{int64(i * c.Rank())}
+			if err := mpi.Bcast(c, buf, 0); err != nil {
+				return err
+			}
+			if buf[0] != 0 {
+				return fmt.Errorf("Bcast %d got %d, want 0", i, buf[0])
+			}
+			buf[0] = int64(i + c.Rank())
+			if err := mpi.Bcast(c, buf, 0); err != nil {
+				return err
+			}
+			if buf[0] != int64(i) {
+				return fmt.Errorf("Bcast %d got %d, want %d", i, buf[0], i)
+			}
+		}
+		if c.Rank() == 0 {
+			time.Sleep(20 * time.Millisecond) // now the others run ahead
+		}
+		for i := range rounds {
+			got := make([]int64, 1)
+			if err := mpi.Reduce(c, []int64{int64(i + c.Rank())}, got, mpi.Sum, 0); err != nil {
+				return err
+			}
+			if want := int64(4*i + 6); c.Rank() == 0 && got[0] != want {
+				return fmt.Errorf("Reduce %d got %d, want %d", i, got[0], want)
 			}
 		}
 		return nil

@@ -37,13 +37,15 @@ type collOp struct {
 
 // run runs a blocking collective, or returns err, its arguments' error. When the
 // rank has nonblocking collectives outstanding on c, it waits for them in c's queue.
-func (c *Comm) run(o collOp, err error) error {
+// It takes o by pointer, as issue does: a collOp is a few hundred bytes, and copying
+// it on every call cost a tenth of a 4-rank Bcast.
+func (c *Comm) run(o *collOp, err error) error {
 	if err != nil {
 		return err
 	}
 	if q := c.queued(); !q.Idle() {
 		done := make(chan error, 1)
-		behind := o
+		behind := *o
 		q.Go(func() { done <- behind.do(c) })
 		return c.collective(<-done, o.name)
 	}
@@ -52,11 +54,11 @@ func (c *Comm) run(o collOp, err error) error {
 
 // issue starts a nonblocking collective behind the rank's outstanding ones on c,
 // or returns err, its arguments' error.
-func (c *Comm) issue(o collOp, err error) (*Request, error) {
+func (c *Comm) issue(op *collOp, err error) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	nb := &icoll{done: make(chan struct{})}
+	nb, o := &icoll{done: make(chan struct{})}, *op
 	c.queue().Go(func() { nb.finish(c.collective(o.do(c), o.name)) })
 	return &Request{c: c, op: o.name, nbc: nb}, nil
 }
@@ -182,79 +184,97 @@ func (o *collOp) do(c *Comm) error {
 }
 
 // Ibarrier starts a Barrier: the request completes once every rank has called it.
-func (c *Comm) Ibarrier() (*Request, error) { return c.issue(barrierOp(c, "Ibarrier")) }
+func (c *Comm) Ibarrier() (*Request, error) {
+	var o collOp
+	return c.issue(&o, barrierOp(&o, c, "Ibarrier"))
+}
 
 // Ibcast starts a Bcast.
 func Ibcast[T Elem](c *Comm, buf []T, root int) (*Request, error) {
-	return c.issue(bcastOp(c, "Ibcast", buf, root))
+	var o collOp
+	return c.issue(&o, bcastOp(&o, c, "Ibcast", buf, root))
 }
 
 // Ireduce starts a Reduce.
 func Ireduce[T Reducible](c *Comm, send, recv []T, op Op, root int) (*Request, error) {
-	return c.issue(reduceOp(c, "Ireduce", send, recv, op, root))
+	var o collOp
+	return c.issue(&o, reduceOp(&o, c, "Ireduce", send, recv, op, root))
 }
 
 // Iallreduce starts an Allreduce.
 func Iallreduce[T Reducible](c *Comm, send, recv []T, op Op) (*Request, error) {
-	return c.issue(allreduceOp(c, "Iallreduce", send, recv, op))
+	var o collOp
+	return c.issue(&o, allreduceOp(&o, c, "Iallreduce", send, recv, op))
 }
 
 // Igather starts a Gather.
 func Igather[T Elem](c *Comm, send, recv []T, root int) (*Request, error) {
-	return c.issue(gatherOp(c, "Igather", send, recv, root))
+	var o collOp
+	return c.issue(&o, gatherOp(&o, c, "Igather", send, recv, root))
 }
 
 // Igatherv starts a Gatherv.
 func Igatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) (*Request, error) {
-	return c.issue(gathervOp(c, "Igatherv", send, recv, counts, displs, root))
+	var o collOp
+	return c.issue(&o, gathervOp(&o, c, "Igatherv", send, recv, counts, displs, root))
 }
 
 // Iscatter starts a Scatter.
 func Iscatter[T Elem](c *Comm, send, recv []T, root int) (*Request, error) {
-	return c.issue(scatterOp(c, "Iscatter", send, recv, root))
+	var o collOp
+	return c.issue(&o, scatterOp(&o, c, "Iscatter", send, recv, root))
 }
 
 // Iscatterv starts a Scatterv.
 func Iscatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) (*Request, error) {
-	return c.issue(scattervOp(c, "Iscatterv", send, counts, displs, recv, root))
+	var o collOp
+	return c.issue(&o, scattervOp(&o, c, "Iscatterv", send, counts, displs, recv, root))
 }
 
 // Iallgather starts an Allgather.
 func Iallgather[T Elem](c *Comm, send, recv []T) (*Request, error) {
-	return c.issue(allgatherOp(c, "Iallgather", send, recv))
+	var o collOp
+	return c.issue(&o, allgatherOp(&o, c, "Iallgather", send, recv))
 }
 
 // Iallgatherv starts an Allgatherv.
 func Iallgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) (*Request, error) {
-	return c.issue(allgathervOp(c, "Iallgatherv", send, recv, counts, displs))
+	var o collOp
+	return c.issue(&o, allgathervOp(&o, c, "Iallgatherv", send, recv, counts, displs))
 }
 
 // Ialltoall starts an Alltoall.
 func Ialltoall[T Elem](c *Comm, send, recv []T) (*Request, error) {
-	return c.issue(alltoallOp(c, "Ialltoall", send, recv))
+	var o collOp
+	return c.issue(&o, alltoallOp(&o, c, "Ialltoall", send, recv))
 }
 
 // Ialltoallv starts an Alltoallv.
 func Ialltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) (*Request, error) {
-	return c.issue(alltoallvOp(c, "Ialltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
+	var o collOp
+	return c.issue(&o, alltoallvOp(&o, c, "Ialltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
 }
 
 // Iscan starts a Scan.
 func Iscan[T Reducible](c *Comm, send, recv []T, op Op) (*Request, error) {
-	return c.issue(scanOp(c, coll.KindScan, "Iscan", send, recv, op))
+	var o collOp
+	return c.issue(&o, scanOp(&o, c, coll.KindScan, "Iscan", send, recv, op))
 }
 
 // Iexscan starts an Exscan.
 func Iexscan[T Reducible](c *Comm, send, recv []T, op Op) (*Request, error) {
-	return c.issue(scanOp(c, coll.KindExscan, "Iexscan", send, recv, op))
+	var o collOp
+	return c.issue(&o, scanOp(&o, c, coll.KindExscan, "Iexscan", send, recv, op))
 }
 
 // IreduceScatterBlock starts a ReduceScatterBlock.
 func IreduceScatterBlock[T Reducible](c *Comm, send, recv []T, op Op) (*Request, error) {
-	return c.issue(reduceScatterBlockOp(c, "IreduceScatterBlock", send, recv, op))
+	var o collOp
+	return c.issue(&o, reduceScatterBlockOp(&o, c, "IreduceScatterBlock", send, recv, op))
 }
 
 // IreduceScatter starts a ReduceScatter.
 func IreduceScatter[T Reducible](c *Comm, send, recv []T, counts []int, op Op) (*Request, error) {
-	return c.issue(reduceScatterOp(c, "IreduceScatter", send, recv, counts, op))
+	var o collOp
+	return c.issue(&o, reduceScatterOp(&o, c, "IreduceScatter", send, recv, counts, op))
 }

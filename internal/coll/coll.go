@@ -25,6 +25,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -41,8 +42,11 @@ import (
 // caller turns it into a full error naming the cause.
 var ErrAborted = errors.New("coll: job aborted")
 
-// ringSize is how many episodes of a communicator can be in flight at once.
-const ringSize = 8
+// ringSize is how many episodes of a communicator can be in flight at once. A rank
+// whose small Bcasts or Reduces do not wait runs this far ahead before it parks, so
+// the ranks sharing a processor take turns once per lap: 4 ranks' 8-byte Bcast took
+// 0.36 µs with 8 slots, 0.27 with 64.
+const ringSize = 64
 
 // Job is what the communicators of one job share: whether it was aborted, and the
 // communicators whose waits an abort must release.
@@ -75,6 +79,7 @@ func (j *Job) Abort() {
 				e.fail(abortFault)
 			}
 		}
+		c.stall.wake()
 	}
 }
 
@@ -99,6 +104,38 @@ type Comm struct {
 	job   *Job
 	ring  [ringSize]atomic.Pointer[episode]
 	ranks []rankState
+
+	floor atomic.Uint64 // every rank has joined the episodes below it (a lower bound)
+	stall stall         // ranks waiting for a slot of the ring to come free
+}
+
+// stall is where ranks that ran a lap of the ring ahead wait for the others to
+// join the episodes they would replace. A rank that joins wakes them only if one
+// is waiting, so the common case costs one load of a line nobody writes.
+type stall struct {
+	waiting atomic.Int32
+	mu      sync.Mutex
+	ch      chan struct{} // closed to wake the waiting ranks; nil when nobody waits
+}
+
+// gate returns the channel a waiting rank parks on.
+func (st *stall) gate() chan struct{} {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ch == nil {
+		st.ch = make(chan struct{})
+	}
+	return st.ch
+}
+
+// wake wakes every waiting rank: each checks again what it waits for.
+func (st *stall) wake() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.ch != nil {
+		close(st.ch)
+		st.ch = nil
+	}
 }
 
 // rankState is what one rank of the communicator writes: its collective count and,
@@ -111,6 +148,7 @@ type rankState struct {
 	len int            // reduction: its contribution's length in bytes
 
 	queue atomic.Pointer[Queue] // its nonblocking collectives, once it issued one (queue.go)
+	_     [64 - 40]byte         // a cache line each: ranks on other processors count their own
 }
 
 // New returns the collective state of a communicator of n ranks of job j. spin is
@@ -188,7 +226,8 @@ type episode struct {
 	start   gate         // Bcast: the root's buffer is published; reductions: every rank has arrived
 	done    gate         // the episode is over for every rank still waiting in it
 
-	buf []byte // Bcast: the root's buffer, written before start opens
+	buf   []byte // Bcast: the root's buffer, written before start opens
+	owned bool   // Bcast: buf is the episode's copy, which no early exit gives back
 
 	// contrib holds, in a small Reduce, each rank's copy of its contribution,
 	// made before it arrives, so that every rank but the root can leave at once.
@@ -251,48 +290,82 @@ func (g *gate) park() {
 // first to arrive. It returns nil if the job ended while the rank waited for a slot.
 // eager asks for an episode whose ranks leave copies of their contributions in it
 // (a small Reduce): the maker's wish holds for every rank.
+//
+// A rank counts the episodes it has joined once it holds the pointer, and a slot's
+// episode is replaced once every rank's count is past it: a rank's own line, where
+// a shared counter of arrivals would make every rank of every episode contend for
+// one (4 ranks' 8-byte Bcast: 0.17 µs instead of 0.22).
 func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte), eager bool) *episode {
-	s := c.ranks[rank].seq.Add(1) - 1
+	st := &c.ranks[rank]
+	s := st.seq.Load()
 	slot := &c.ring[s%ringSize]
 	var fresh *episode
-	for {
-		e := slot.Load()
-		if e != nil && e.seq == s {
-			return e
-		}
-		// e is an earlier episode (or none): replace it once every rank has joined it.
-		if e == nil || e.arrived.Load() == int64(c.n) {
-			if fresh == nil {
-				fresh = &episode{seq: s, kind: k, root: root, elem: elem, fn: fn}
-				if k == barrier && c.n > fanIn {
-					fresh.tree = newTree(c.n)
-				}
-				if eager {
-					fresh.contrib = make([][]byte, c.n)
-				}
+	e := slot.Load()
+	// e is this rank's episode, or an earlier one (or none) to replace once every
+	// rank has joined it. (A later one would need this rank to have joined s.)
+	for e == nil || e.seq != s {
+		if e != nil && !c.joinedAll(e.seq) {
+			if !c.awaitJoins(e.seq) {
+				return nil
 			}
-			if slot.CompareAndSwap(e, fresh) {
-				return fresh
+		}
+		if fresh == nil {
+			fresh = &episode{seq: s, kind: k, root: root, elem: elem, fn: fn}
+			if k == barrier && c.n > fanIn {
+				fresh.tree = newTree(c.n)
 			}
-			continue
+			if eager {
+				fresh.contrib = make([][]byte, c.n)
+			}
 		}
-		if !c.waitJoined(e) {
-			return nil
+		if slot.CompareAndSwap(e, fresh) {
+			e = fresh
+			break
 		}
+		e = slot.Load()
 	}
+	st.seq.Store(s + 1)
+	if c.stall.waiting.Load() != 0 {
+		c.stall.wake()
+	}
+	return e
 }
 
-// waitJoined waits until every rank has joined e, an earlier episode, so that its
-// slot can be reused. It is rare: a rank ran ringSize collectives ahead of another.
-func (c *Comm) waitJoined(e *episode) bool {
-	if !c.wait(&e.done) {
-		return false
+// joinedAll reports whether every rank has joined episode s.
+func (c *Comm) joinedAll(s uint64) bool {
+	if c.floor.Load() > s {
+		return true
 	}
-	for e.arrived.Load() < int64(c.n) { // done opened early by a fault
-		if c.job.aborted.Load() {
+	low := uint64(math.MaxUint64)
+	for i := range c.ranks {
+		low = min(low, c.ranks[i].seq.Load())
+	}
+	for f := c.floor.Load(); low > f && !c.floor.CompareAndSwap(f, low); f = c.floor.Load() {
+	}
+	return low > s
+}
+
+// awaitJoins waits until every rank has joined episode s, so that its slot can be
+// reused: the caller ran a lap of the ring ahead of another rank. It returns false
+// if the job ended first. A joining rank stores its count, then loads waiting; a
+// waiter adds itself to waiting, then loads the counts: one sees the other.
+func (c *Comm) awaitJoins(s uint64) bool {
+	if c.spin == 0 {
+		runtime.Gosched()
+	} else if spin.Until(c.spin, func() bool { return c.joinedAll(s) }) {
+		return true
+	}
+	for !c.joinedAll(s) {
+		c.stall.waiting.Add(1)
+		ch := c.stall.gate()
+		if c.job.aborted.Load() { // Abort sets aborted, then wakes
+			c.stall.waiting.Add(-1)
 			return false
 		}
-		time.Sleep(10 * time.Microsecond)
+		if !c.joinedAll(s) {
+			<-ch
+		}
+		c.stall.waiting.Add(-1)
 	}
 	return true
 }
@@ -525,18 +598,22 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 		if eager {
 			buf = append([]byte(nil), buf...)
 		}
-		e.buf = buf
+		e.buf, e.owned = buf, eager
 		e.start.release()
+		if eager { // nobody waits for the others' copies: their arrivals go uncounted
+			return c.outcome(e, rank, true)
+		}
 		ok := true
 		if e.arrived.Add(1) == n {
 			e.done.release()
-		} else if !eager {
+		} else {
 			ok = c.wait(&e.done)
 		}
 		return c.outcome(e, rank, ok)
 	}
 	ok := c.wait(&e.start)
-	if ok && e.fault.Load() == nil {
+	published := ok && e.fault.Load() == nil // start was opened by the root, not by a fault
+	if published {
 		if len(e.buf) != len(buf) {
 			class := errs.Count
 			if len(e.buf) > len(buf) {
@@ -544,10 +621,15 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 			}
 			e.fail(&errs.Error{Class: class, Op: "Bcast", Peer: root, Tag: errs.None,
 				Detail: lengths("the root", len(e.buf), rank, len(buf), elem)})
+		} else if e.owned {
+			copy(buf, e.buf)
 		} else if e.enter() {
 			copy(buf, e.buf)
 			e.exit()
 		}
+	}
+	if published && e.owned {
+		return c.outcome(e, rank, ok)
 	}
 	if e.arrived.Add(1) == n {
 		e.done.release()

@@ -70,3 +70,36 @@ func TestBarrierAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAheadAbort: a root that ran a lap of the ring ahead of a rank that never
+// joins parks for a free slot, costs no processor time there, and Job.Abort
+// releases it with ErrAborted.
+func TestRunAheadAbort(t *testing.T) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		j := NewJob()
+		c := New(j, 2, spin)
+		done := make(chan error, 1)
+		go func() {
+			for range ringSize + 1 {
+				if err := c.Bcast(0, []byte{1}, 1, 0); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		cpu0 := cpuTime(t)
+		select {
+		case err := <-done:
+			t.Fatalf("the root ran %d Bcasts ahead of a rank that never joined one: %v", ringSize+1, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if cpu := cpuTime(t) - cpu0; cpu > 25*time.Millisecond {
+			t.Errorf("a root waiting 100 ms for a slot used %v of processor time", cpu)
+		}
+		j.Abort()
+		if err := <-done; !errors.Is(err, ErrAborted) {
+			t.Fatalf("spin %v: the waiting root returned %v, want ErrAborted", spin, err)
+		}
+	}
+}
