@@ -62,6 +62,31 @@ func BenchmarkBcast(b *testing.B) {
 	}
 }
 
+// BenchmarkReduce is TMPI Fig. 13's Reduce of one double: root 0 each time (same) or
+// rank i mod n at the i-th call (rotate).
+func BenchmarkReduce(b *testing.B) {
+	for _, n := range []int{4, 16} {
+		for _, rotate := range []bool{false, true} {
+			b.Run(fmt.Sprintf("ranks=%d/rotate=%v", n, rotate), func(b *testing.B) {
+				bufs := make([][2][]float64, n)
+				for i := range bufs {
+					bufs[i] = [2][]float64{{1}, make([]float64, 1)}
+				}
+				calls := make([]int, n)
+				collBench(b, n, func(c *mpi.Comm) error {
+					root := 0
+					if rotate {
+						root = calls[c.Rank()] % n
+						calls[c.Rank()]++
+					}
+					bb := bufs[c.Rank()]
+					return mpi.Reduce(c, bb[0], bb[1], mpi.Sum, root)
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkIallreduce is BenchmarkAllreduce's one double through Iallreduce and
 // Wait: the cost of the queue, its goroutine and the request over the blocking call.
 func BenchmarkIallreduce(b *testing.B) {

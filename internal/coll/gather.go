@@ -186,7 +186,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	e := c.join(rank, k, root, elem, fn, false)
+	e := c.join(rank, k, root, elem, fn, -1)
 	if e == nil {
 		return ErrAborted
 	}

@@ -15,11 +15,10 @@ const chunkBytes = 16 << 10
 // reduceEager is the largest Reduce whose ranks copy their contributions into the
 // episode, so that every rank but the root leaves as soon as it has arrived:
 // successive reductions then pipeline, as small broadcasts do (bcastEager), and
-// as the C MPIs' shared-memory reductions do; such a reduction is one piece,
-// which the last rank to arrive combines. Measured (same root, 4 / 64 / 256
-// ranks): 8 to 256 bytes take 0.65-0.88 / 6.4-8.1 / 21-54 µs against 1.1-1.3 /
-// 19-20 / 65-68 before; at 1 KiB the copies (ranks run ahead by up to the ring,
-// each with a fresh copy) cost more than the wait saves.
+// as the C MPIs' shared-memory reductions do (reduceSmall). Measured (same root,
+// 4 / 64 / 256 ranks): 8 to 256 bytes took 0.65-0.88 / 6.4-8.1 / 21-54 µs against
+// 1.1-1.3 / 19-20 / 65-68 with every rank waiting; at 1 KiB the copies (ranks run
+// ahead by up to the ring, each with a fresh copy) cost more than the wait saves.
 const reduceEager = 256
 
 // scratch holds a piece of the root's contribution while an in-place reduction
@@ -59,16 +58,21 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 	}
 	// Publish this rank's buffers: the others read them only between this rank's
 	// arrival and the end of the episode, and this rank has left every earlier one
-	// (an eager Reduce it left is read from its copy, and from its root's buffers).
+	// (a small Reduce it left is read from the episode's copy, and from its root's
+	// own buffers).
 	st := &c.ranks[rank]
 	st.src, st.dst, st.len = unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)), len(send)
-	e := c.join(rank, k, root, elem, fn, k == reduce && len(send) <= reduceEager)
+	width := -1
+	if k == reduce && len(send) <= reduceEager {
+		width = len(send)
+	}
+	e := c.join(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
 	}
 	c.check(e, rank, k, root, elem)
-	if e.contrib != nil {
-		e.contrib[rank] = append(make([]byte, 0, len(send)), send...)
+	if e.small {
+		return c.reduceSmall(e, rank, root, send, recv)
 	}
 	if e.arrived.Add(1) == int64(c.n) {
 		// The last to arrive checks the lengths, cuts the work, and starts it; with one
@@ -83,9 +87,6 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		ok := c.wait(&e.done)
 		e.start.release()
 		return c.outcome(e, rank, ok)
-	}
-	if e.contrib != nil && rank != root {
-		return c.outcome(e, rank, true) // the last to arrive combines the copies
 	}
 	ok := c.wait(&e.start)
 	if ok && !e.done.isOpen() && e.fault.Load() == nil {
@@ -106,15 +107,9 @@ func (c *Comm) plan(e *episode) {
 	if e.kind == allreduce {
 		ref, who = 0, "rank 0"
 	}
-	length := func(r int) int {
-		if e.contrib != nil {
-			return len(e.contrib[r])
-		}
-		return c.ranks[r].len
-	}
-	want := length(ref)
+	want := c.ranks[ref].len
 	for r := range c.ranks {
-		if got := length(r); got != want {
+		if got := c.ranks[r].len; got != want {
 			e.fail(&errs.Error{Class: errs.Count, Op: e.kind.String(), Peer: r, Tag: errs.None,
 				Detail: lengths(who, want, r, got, e.elem)})
 			return
@@ -161,24 +156,18 @@ func (c *Comm) work(e *episode) {
 func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &errs.Error{Class: errs.Op, Op: e.kind.String(), Peer: errs.None, Tag: errs.None,
-				Detail: fmt.Sprint("the reduction function panicked: ", p)}
+			err = opPanic(e.kind.String(), p)
 		}
 	}()
 	n, t := c.n, &c.ranks[e.target]
 	lo := i * e.chunk
 	hi := min(lo+e.chunk, t.len)
 	view := func(p unsafe.Pointer) []byte { return unsafe.Slice((*byte)(p), hi)[lo:hi] }
-	src := func(r int) []byte {
-		if e.contrib != nil {
-			return e.contrib[r][lo:hi]
-		}
-		return view(c.ranks[r].src)
-	}
+	src := func(r int) []byte { return view(c.ranks[r].src) }
 	acc := view(t.dst)
 	var saved []byte
 	switch {
-	case t.src != t.dst || e.contrib != nil: // a copy of the target's own is in contrib
+	case t.src != t.dst:
 		copy(acc, src(n-1))
 	case e.target != n-1: // in place: keep the target's own contribution aside
 		bp := scratch.Get().(*[]byte)
@@ -202,4 +191,75 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 		}
 	}
 	return nil
+}
+
+// reduceSmall is the part of a rank in a Reduce of up to reduceEager bytes. Every
+// rank but the root copies its contribution into the episode, arrives and returns;
+// the root waits until all have arrived and folds the copies into its recv, from
+// the last rank down, itself included. No rank touches another's buffers, so
+// nobody waits for anybody to leave.
+func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error {
+	n := int64(c.n)
+	if rank != root {
+		if len(send) == e.width {
+			copy(e.slab[rank*e.width:], send)
+		} else {
+			e.odd.CompareAndSwap(nil, &[2]int{rank, len(send)})
+		}
+		if e.arrived.Add(1) == n {
+			e.start.release()
+		}
+		return c.outcome(e, rank, true)
+	}
+	ok := true
+	if e.arrived.Add(1) != n {
+		ok = c.wait(&e.start)
+	}
+	if ok && e.fault.Load() == nil {
+		if err := c.foldSmall(e, root, send, recv); err != nil {
+			e.fail(err)
+		}
+	}
+	return c.outcome(e, rank, ok)
+}
+
+// foldSmall computes a small Reduce's result at its root, once every rank arrived.
+func (c *Comm) foldSmall(e *episode, root int, send, recv []byte) (err *errs.Error) {
+	bad, got := -1, 0
+	if odd := e.odd.Load(); len(send) != e.width {
+		bad, got = e.maker, e.width
+	} else if odd != nil {
+		bad, got = odd[0], odd[1]
+	}
+	if bad >= 0 {
+		return &errs.Error{Class: errs.Count, Op: "Reduce", Peer: bad, Tag: errs.None,
+			Detail: lengths("the root", len(send), bad, got, e.elem)}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = opPanic("Reduce", p)
+		}
+	}()
+	var own [reduceEager]byte // the root's contribution, which recv may be
+	mine := own[:len(send)]
+	copy(mine, send)
+	w := e.width
+	src := func(r int) []byte {
+		if r == root {
+			return mine
+		}
+		return e.slab[r*w : (r+1)*w]
+	}
+	acc := recv[:w]
+	copy(acc, src(c.n-1))
+	for r := c.n - 2; r >= 0; r-- {
+		e.fn(src(r), acc)
+	}
+	return nil
+}
+
+// opPanic is the fault of a reduction whose function panicked.
+func opPanic(op string, p any) *errs.Error {
+	return &errs.Error{Class: errs.Op, Op: op, Peer: errs.None, Tag: errs.None,
+		Detail: fmt.Sprint("the reduction function panicked: ", p)}
 }
