@@ -105,6 +105,10 @@ type Comm struct {
 	ring  [ringSize]atomic.Pointer[episode]
 	ranks []rankState
 
+	// queues are the ranks' nonblocking collectives, once they issued one (queue.go):
+	// apart from ranks, whose lines the makers of episodes read.
+	queues []atomic.Pointer[Queue]
+
 	floor atomic.Uint64 // every rank has joined the episodes below it (a lower bound)
 	stall stall         // ranks waiting for a slot of the ring to come free
 }
@@ -138,17 +142,15 @@ func (st *stall) wake() {
 	}
 }
 
-// rankState is what one rank of the communicator writes: its collective count and,
-// during a reduction, its buffers. Only the rank itself writes it; the others read
+// rankState is what one rank of the communicator writes: its count of episodes and,
+// during a large reduction, its buffers. Only the rank itself writes it; the others read
 // its buffers between its arrival and the end of the reduction.
 type rankState struct {
-	seq atomic.Uint64  // collectives this rank has started on the communicator
-	src unsafe.Pointer // reduction: its contribution
-	dst unsafe.Pointer // reduction: its receive buffer (root or every rank)
-	len int            // reduction: its contribution's length in bytes
-
-	queue atomic.Pointer[Queue] // its nonblocking collectives, once it issued one (queue.go)
-	_     [64 - 40]byte         // a cache line each: ranks on other processors count their own
+	seq atomic.Uint64  // episodes this rank has joined on the communicator
+	src unsafe.Pointer // large reduction: its contribution
+	dst unsafe.Pointer // large reduction: its receive buffer (root or every rank)
+	len int            // large reduction: its contribution's length in bytes
+	_   [64 - 32]byte  // a cache line each: ranks on other processors count their own
 }
 
 // New returns the collective state of a communicator of n ranks of job j. spin is
@@ -156,7 +158,7 @@ type rankState struct {
 // GOMAXPROCS (with more ranks than processors, a spinner only delays the ranks it
 // waits for).
 func New(j *Job, n int, spin time.Duration) *Comm {
-	c := &Comm{n: n, job: j, ranks: make([]rankState, n)}
+	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: make([]atomic.Pointer[Queue], n)}
 	if n <= runtime.GOMAXPROCS(0) {
 		c.spin = spin
 	}

@@ -63,11 +63,11 @@ func (q *Queue) drain() {
 
 // Queued returns the queue of rank's collectives on c, or nil if the rank never
 // issued a nonblocking one there (cheap: a blocking collective asks every time).
-func (c *Comm) Queued(rank int) *Queue { return c.ranks[rank].queue.Load() }
+func (c *Comm) Queued(rank int) *Queue { return c.queues[rank].Load() }
 
 // Queue returns the queue of rank's collectives on c, made on first use.
 func (c *Comm) Queue(rank int) *Queue {
-	slot := &c.ranks[rank].queue
+	slot := &c.queues[rank]
 	if q := slot.Load(); q != nil {
 		return q
 	}

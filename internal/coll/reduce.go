@@ -56,12 +56,6 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		}
 		return nil
 	}
-	// Publish this rank's buffers: the others read them only between this rank's
-	// arrival and the end of the episode, and this rank has left every earlier one
-	// (a small Reduce it left is read from the episode's copy, and from its root's
-	// own buffers).
-	st := &c.ranks[rank]
-	st.src, st.dst, st.len = unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)), len(send)
 	width := -1
 	if k == reduce && len(send) <= reduceEager {
 		width = len(send)
@@ -74,6 +68,12 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 	if e.small {
 		return c.reduceSmall(e, rank, root, send, recv)
 	}
+	// Publish this rank's buffers: the others read them only between this rank's
+	// arrival and the end of the episode, and this rank has left every earlier one
+	// (a small Reduce it left is read from the episode's copy, and from its root's
+	// own buffers).
+	st := &c.ranks[rank]
+	st.src, st.dst, st.len = unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv)), len(send)
 	if e.arrived.Add(1) == int64(c.n) {
 		// The last to arrive checks the lengths, cuts the work, and starts it; with one
 		// piece it does it all before it wakes anybody, so each rank wakes once.
