@@ -103,6 +103,7 @@ type Comm struct {
 	spin  time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
 	job   *Job
 	ring  [ringSize]atomic.Pointer[episode]
+	spare [ringSize]atomic.Pointer[episode] // what each slot held a lap before (see reuse)
 	ranks []rankState
 
 	// queues are the ranks' nonblocking collectives, once they issued one (queue.go):
@@ -239,6 +240,7 @@ type episode struct {
 	width int
 	maker int
 	odd   atomic.Pointer[[2]int] // a rank whose length is not width, and its length
+	mem   []byte                 // slab, or a small Bcast's copy (see own)
 
 	// Reductions, set by the last rank to arrive before start opens.
 	chunks int          // pieces of the vectors, combined by whoever claims them
@@ -317,15 +319,20 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 			}
 		}
 		if fresh == nil {
-			fresh = &episode{seq: s, kind: k, root: root, elem: elem, fn: fn}
+			fresh = c.reuse(s)
+			mem := fresh.mem
+			*fresh = episode{seq: s, kind: k, root: root, elem: elem, fn: fn, mem: mem}
 			if k == barrier && c.n > fanIn {
 				fresh.tree = newTree(c.n)
 			}
 			if width >= 0 {
-				fresh.small, fresh.slab, fresh.width, fresh.maker = true, make([]byte, c.n*width), width, rank
+				fresh.small, fresh.slab, fresh.width, fresh.maker = true, fresh.own(c.n*width), width, rank
 			}
 		}
 		if slot.CompareAndSwap(e, fresh) {
+			if e != nil && e.tree == nil {
+				c.spare[s%ringSize].Store(e)
+			}
 			e = fresh
 			break
 		}
@@ -336,6 +343,32 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		c.stall.wake()
 	}
 	return e
+}
+
+// reuse returns an episode to make episode s with: the one its slot held two
+// laps before, which every rank has left (each has joined the one after it there,
+// and a rank's collectives run one after another), or a new one. It saves an
+// allocation, and the copies' memory, per collective. The spare may be only a lap
+// old (a rank that lost the race to make s came after the winner stored it): it
+// goes back. Once the job is aborted it reuses none: Job.Abort may be failing an
+// episode it found in the ring.
+func (c *Comm) reuse(s uint64) *episode {
+	spare := &c.spare[s%ringSize]
+	if e := spare.Swap(nil); e != nil {
+		if e.seq+2*ringSize <= s && !c.job.aborted.Load() {
+			return e
+		}
+		spare.CompareAndSwap(nil, e)
+	}
+	return new(episode)
+}
+
+// own returns n bytes of the episode's own memory, kept when it is reused.
+func (e *episode) own(n int) []byte {
+	if cap(e.mem) < n {
+		e.mem = make([]byte, n)
+	}
+	return e.mem[:n]
 }
 
 // joinedAll reports whether every rank has joined episode s.
@@ -603,7 +636,9 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	n := int64(c.n)
 	if rank == root {
 		if eager {
-			buf = append([]byte(nil), buf...)
+			own := e.own(len(buf))
+			copy(own, buf)
+			buf = own
 		}
 		e.buf, e.owned = buf, eager
 		e.start.release()

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -112,3 +113,58 @@ func TestReduceSmallLengths(t *testing.T) {
 }
 
 func asError(err error, e **errs.Error) bool { return errors.As(err, e) }
+
+// TestRingStress: ranks racing through many small broadcasts and reductions, with
+// the ring's slots made, replaced and their episodes reused all the while, each
+// get every value of every call.
+func TestRingStress(t *testing.T) {
+	const n = 4
+	rounds := 100 * ringSize
+	if testing.Short() {
+		rounds = 4 * ringSize
+	}
+	c := New(NewJob(), n, 0)
+	fails := make(chan error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			for i := range rounds {
+				root := 0 // the root runs a lap ahead, waits for a slot, and races the others to make it
+				if i >= rounds/2 {
+					root = (i / 3) % n // runs of three calls with one root, as TMPI's combo
+				}
+				buf := []byte{byte(r), byte(i)}
+				if r == root {
+					buf[0] = byte(i * 7)
+				}
+				if err := c.Bcast(r, buf, 1, root); err != nil || buf[0] != byte(i*7) || buf[1] != byte(i) {
+					fails <- fmt.Errorf("Bcast %d: rank %d got %v (%v), want [%d %d]", i, r, buf, err, byte(i*7), byte(i))
+					return
+				}
+				if i < rounds/2 {
+					continue // broadcasts alone: the root runs ahead
+				}
+				out := make([]byte, 1)
+				if err := c.Reduce(r, []byte{byte(i + r)}, out, 1, sum, root); err != nil {
+					fails <- fmt.Errorf("Reduce %d: rank %d: %v", i, r, err)
+					return
+				}
+				if want := byte(n*i + n*(n-1)/2); r == root && out[0] != want {
+					fails <- fmt.Errorf("Reduce %d: got %d, want %d", i, out[0], want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(fails)
+	for err := range fails {
+		t.Fatal(err)
+	}
+}
+
+func sum(in, inout []byte) {
+	for i := range inout {
+		inout[i] += in[i]
+	}
+}
