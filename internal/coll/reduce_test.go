@@ -89,19 +89,19 @@ func TestReduceSmallLengths(t *testing.T) {
 	const n, root, bad = 4, 1, 2
 	c := New(NewJob(), n, 0)
 	for _, first := range []int{bad, root} {
-		_, errors := reduceAll(c, n, root, first, func(r int) []byte {
+		_, outcomes := reduceAll(c, n, root, first, func(r int) []byte {
 			if r == bad {
 				return make([]byte, 12)
 			}
 			return make([]byte, 8)
 		}, false)
 		var e *errs.Error
-		if err := errors[root]; !asError(err, &e) || e.Class != errs.Count || e.Peer != bad ||
+		if err := outcomes[root]; !errors.As(err, &e) || e.Class != errs.Count || e.Peer != bad ||
 			!strings.Contains(e.Detail, "the root has 2 elements, rank 2 has 3") {
 			t.Errorf("%d made the episode: the root returned %v, want ErrCount naming rank %d", first, err, bad)
 		}
-		got, errors := reduceAll(c, n, root, -1, matrix, false)
-		for r, err := range errors {
+		got, again := reduceAll(c, n, root, -1, matrix, false)
+		for r, err := range again {
 			if err != nil {
 				t.Fatalf("after the error, rank %d: %v", r, err)
 			}
@@ -111,8 +111,6 @@ func TestReduceSmallLengths(t *testing.T) {
 		}
 	}
 }
-
-func asError(err error, e **errs.Error) bool { return errors.As(err, e) }
 
 // TestRingStress: ranks racing through many small broadcasts and reductions, with
 // the ring's slots made, replaced and their episodes reused all the while, each
