@@ -47,6 +47,7 @@ type config struct {
 	netSpinSet bool
 	netDelay   time.Duration // emulated one-way delay of every message to another proc
 	netUnix    bool          // procs of one host connect through Unix domain sockets
+	netShm     bool          // ... and move their bytes through shared memory
 }
 
 // WithThreadLevel requests a thread level. Weft provides every level, so the
@@ -91,6 +92,13 @@ func WithNetDelay(d time.Duration) Option { return func(c *config) { c.netDelay 
 // domain socket (true, the default: 8-byte latency and bandwidth about 1.5x those
 // of loopback TCP here) or over TCP on loopback, as procs of different hosts do.
 func WithNetUnix(on bool) Option { return func(c *config) { c.netUnix = on } }
+
+// WithNetShm chooses whether the procs of one host that connect through a Unix
+// domain socket move their bytes through shared-memory rings (true, the
+// default: a copy in and a copy out, no system call while the reader polls; the
+// socket stays as doorbell and liveness check) or through the socket itself.
+// Linux only; procs of a job may differ in it.
+func WithNetShm(on bool) Option { return func(c *config) { c.netShm = on } }
 
 // WithErrorsReturn keeps a job that spans procs running when one of its procs
 // dies or its link breaks, as MPI's MPI_ERRORS_RETURN: the operations that involve
@@ -177,6 +185,12 @@ var tunables = []tunable{
 			c.netUnix, err = strconv.ParseBool(v)
 			return err
 		}},
+	{Tunable{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "true",
+		Doc: "true or false: whether procs of one host that use Unix domain sockets move their bytes through shared-memory rings (false: through the sockets)"},
+		func(c *config, v string) (err error) {
+			c.netShm, err = strconv.ParseBool(v)
+			return err
+		}},
 	{Tunable{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal",
 		Doc: "fatal or return: whether a lost proc ends the job, or only fails what involves it (ErrProcFailed)"},
 		func(c *config, v string) error {
@@ -239,7 +253,7 @@ func Tunables() []Tunable {
 
 // newConfig applies defaults, then the environment, then opts.
 func newConfig(opts []Option) (config, error) {
-	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
 	for _, t := range tunables {
 		if v, ok := os.LookupEnv(t.Env); ok {
 			if err := t.apply(&c, v); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/p2p"
+	"github.com/weft-mpi/weft/internal/transport/shm"
 	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
@@ -42,9 +43,13 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	// release the ranks waiting in this proc's shared-memory collectives.
 	xn := xcoll.NewNet(bj.Proc, wd.Aborted(), func(int) { j.colls.Abort() })
 	j.net = xn
+	ring := 0
+	if cfg.netShm {
+		ring = shm.DefaultRing
+	}
 	dev, err := netd.New(netd.Config{
 		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
-		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin, Delay: cfg.netDelay,
+		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin, Shm: ring, Delay: cfg.netDelay,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
 		},

@@ -520,6 +520,16 @@ func TestWeftRunSuiteTCP(t *testing.T) {
 	checkSuite(t, 5, out, errOut)
 }
 
+// TestWeftRunSuiteSocket runs the suite with this host's procs on Unix domain
+// sockets that carry the bytes themselves, not shared-memory rings.
+func TestWeftRunSuiteSocket(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 5, PerProc: 2}, "suite", []string{"WEFT_NET_SHM=false"})
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	checkSuite(t, 5, out, errOut)
+}
+
 // weftRunSuite runs the helper program name, which prints "suite passed" on every
 // rank, as jobs of weft run of each layout: ranks, and ranks per proc.
 func weftRunSuite(t *testing.T, name string, layouts []struct{ ranks, perProc int }) {

@@ -335,10 +335,11 @@ func TestTunables(t *testing.T) {
 		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "200µs"},
 		{Name: "WithNetDelay", Env: "WEFT_NET_DELAY", Default: "0s"},
 		{Name: "WithNetUnix", Env: "WEFT_NET_UNIX", Default: "true"},
+		{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "true"},
 		{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}
-	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_NET_UNIX", "WEFT_ERRORS", "WEFT_THREAD_LEVEL")
+	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_NET_UNIX", "WEFT_NET_SHM", "WEFT_ERRORS", "WEFT_THREAD_LEVEL")
 	t.Setenv("WEFT_POOL_CAP", "12345")
 	got := mpi.Tunables()
 	if len(got) != len(want) {
@@ -369,6 +370,7 @@ func TestBadEnvironment(t *testing.T) {
 		{"WEFT_POOL_CAP", "lots"},
 		{"WEFT_ERRORS", "ignore"},
 		{"WEFT_NET_UNIX", "maybe"},
+		{"WEFT_NET_SHM", "yes please"},
 		{"WEFT_THREAD_LEVEL", "turbo"},
 	}
 	for _, tt := range tests {

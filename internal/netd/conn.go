@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/spin"
+	"github.com/weft-mpi/weft/internal/transport/shm"
 )
 
 const (
@@ -86,8 +88,10 @@ type conn struct {
 	direct   int // payload bytes read straight into handlers' buffers
 
 	// raw gives non-blocking reads (polling, see read) and writes (tryWrite);
-	// nil where the platform or the connection has none.
+	// nil where the platform or the connection has none. A connection through
+	// shared memory has shm instead.
 	raw     syscall.RawConn
+	shm     *shm.Conn
 	pollFn  func(fd uintptr) bool // c.pollOnce, made once so that polls do not allocate
 	pollBuf []byte
 	pollN   int
@@ -107,7 +111,10 @@ func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
 	if ch == ChannelColl {
 		c.handler = d.cfg.Coll
 	}
-	if sc, ok := nc.(syscall.Conn); ok && rawIO {
+	if sc, ok := nc.(*shm.Conn); ok {
+		sc.Spin = d.cfg.Spin
+		c.shm, c.budget = sc, d.cfg.Spin
+	} else if sc, ok := nc.(syscall.Conn); ok && rawIO {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw, c.pollFn, c.writeFn, c.budget = raw, c.pollOnce, c.writeOnce, d.cfg.Spin
 			c.vecFn, c.vecWait = c.writevOnce, c.writevWait
@@ -167,7 +174,7 @@ func (c *conn) writeRaw(nb *net.Buffers) error {
 			}
 			if time.Since(start) < c.d.cfg.Spin {
 				runtime.Gosched() // our receive daemon, which may be what the peer waits for
-				osYield()
+				spin.Yield()
 				continue
 			}
 			// Park in the poller until the socket takes more (or a deadline passes).
@@ -220,7 +227,13 @@ func (c *conn) tryWrite(b []byte) (partial bool, err error) {
 		return false, err
 	}
 	n := 0
-	if len(c.pending) == 0 {
+	if len(c.pending) == 0 && c.shm != nil {
+		var err error
+		if n, err = c.shm.TryWrite(b); err != nil {
+			c.fail(err)
+			return false, fmt.Errorf("%w: %w", ErrLost, err)
+		}
+	} else if len(c.pending) == 0 {
 		c.wbuf = b
 		err := c.raw.Write(c.writeFn)
 		c.wbuf = nil
@@ -402,12 +415,12 @@ func (c *conn) fill(n int) error {
 // read reads at least one byte into b. Adaptive poll-then-park: while the poll
 // budget is positive it first polls the socket with non-blocking reads, yielding
 // between them to the goroutines of its P and to the threads of its processor
-// (osYield), and only when the budget runs out does it block in the poller,
+// (spin.Yield), and only when the budget runs out does it block in the poller,
 // whose wake-up costs up to ~28 µs across vCPUs here. A read that
 // polling answered keeps the budget. Otherwise settle adapts it to how long the
 // data took to come.
 func (c *conn) read(b []byte) (int, error) {
-	if c.raw == nil || c.d.cfg.Spin == 0 {
+	if !c.polls() || c.d.cfg.Spin == 0 {
 		return c.nc.Read(b)
 	}
 	start := time.Now()
@@ -453,7 +466,15 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 	c.pollBuf = b
 	defer func() { c.pollBuf = nil }()
 	for i := 0; ; i++ {
-		if err := c.raw.Read(c.pollFn); err != nil {
+		if c.shm != nil {
+			c.pollN, c.pollErr = c.shm.TryRead(b)
+			switch {
+			case c.pollErr == io.EOF:
+				c.pollErr = nil // as read(2) says it
+			case c.pollN == 0 && c.pollErr == nil:
+				c.pollErr = errWouldBlock
+			}
+		} else if err := c.raw.Read(c.pollFn); err != nil {
 			return 0, err, true // closed, or past a deadline
 		}
 		switch {
@@ -473,10 +494,14 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 			// syscall as long as the read, and halving them shortens the time
 			// between polls (8-byte TCP latency 5.72 µs against 6.04, 15
 			// interleaved rounds; barrier of 1x4 and 4x4 unchanged).
-			osYield()
+			spin.Yield()
 		}
 	}
 }
+
+// polls says whether c has non-blocking reads and writes, for polling and
+// inline posts.
+func (c *conn) polls() bool { return c.raw != nil || c.shm != nil }
 
 // pollOnce is the function given to RawConn.Read: one non-blocking read, and
 // true so that RawConn.Read never waits in the poller.

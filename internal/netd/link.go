@@ -10,6 +10,7 @@ import (
 
 	"github.com/weft-mpi/weft/internal/netd/auth"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/transport/shm"
 )
 
 // A link is our sending side towards one peer on one channel: the connection we
@@ -195,7 +196,7 @@ func (l *link) post(h *wire.Header, payload []byte, done func(error)) error {
 	l.start()
 	if len(l.queue) == 0 && len(payload) <= inlineMax && l.wmu.TryLock() {
 		// Nothing posted before us waits, and nobody writes: we are next.
-		if c := l.c.Load(); c != nil && c.raw != nil {
+		if c := l.c.Load(); c != nil && c.polls() {
 			l.mu.Unlock()
 			l.postNow(c, h, payload, done)
 			return nil
@@ -429,6 +430,15 @@ func (d *Device) dialOne(p *peer, ch Channel, addr string) (*conn, error) {
 		return nil, err
 	}
 	hello, err := auth.Handshake(nc, d.authConfig(auth.Config{Channel: uint8(ch), Initiator: true}))
+	if uc, ok := nc.(*net.UnixConn); ok && err == nil {
+		_ = uc.SetDeadline(time.Now().Add(d.handshakeTimeout()))
+		nc, err = shm.Offer(uc, d.cfg.Shm)
+		if err == nil {
+			_ = uc.SetDeadline(time.Time{})
+		} else {
+			nc = uc
+		}
+	}
 	if err != nil {
 		_ = nc.Close()
 		return nil, err

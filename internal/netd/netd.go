@@ -32,6 +32,7 @@ import (
 
 	"github.com/weft-mpi/weft/internal/netd/auth"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/transport/shm"
 )
 
 // Channel is what a connection carries; its value is the channel byte of the
@@ -102,6 +103,11 @@ type Config struct {
 	// polling daemon keeps a processor busy: it pays when each proc has a core
 	// for it (Weft gives each proc of a host its share of the CPUs). Linux only.
 	Spin time.Duration
+	// Shm is the size of the shared-memory rings (a power of two, see
+	// shm.MinRing and shm.MaxRing) that a connection to a proc of this host
+	// moves its bytes through, its Unix domain socket left as doorbell and
+	// liveness check; 0: the socket carries the bytes. Linux only.
+	Shm int
 	// Delay, when above 0, holds every message sent for that long before it goes
 	// to its connection: an emulated one-way wire delay, in order per link, that
 	// never blocks a receive daemon (see delay.go). A delayed Send returns once
@@ -188,6 +194,8 @@ func New(cfg Config) (*Device, error) {
 		return nil, errors.New("netd: Config needs Addrs to reach other procs")
 	case cfg.Spin < 0 || cfg.Delay < 0 || cfg.DialTimeout < 0 || cfg.HandshakeTimeout < 0:
 		return nil, errors.New("netd: negative duration in Config")
+	case cfg.Shm != 0 && (cfg.Shm < shm.MinRing || cfg.Shm > shm.MaxRing || cfg.Shm&(cfg.Shm-1) != 0):
+		return nil, fmt.Errorf("netd: shared-memory rings of %d bytes, want 0 or a power of two in [%d, %d]", cfg.Shm, shm.MinRing, shm.MaxRing)
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = defaultDialTimeout
@@ -422,6 +430,11 @@ func (d *Device) welcome(nc net.Conn) {
 	ab := &abortable{Conn: nc}
 	stop := context.AfterFunc(d.ctx, ab.abort)
 	hello, err := auth.Handshake(ab, d.authConfig(auth.Config{}))
+	if uc, ok := nc.(*net.UnixConn); ok && err == nil {
+		_ = ab.SetDeadline(time.Now().Add(d.handshakeTimeout()))
+		nc, err = shm.Answer(uc, d.cfg.Shm > 0)
+		_ = ab.SetDeadline(time.Time{})
+	}
 	ab.finish()
 	stop()
 	<-d.strangers
@@ -443,6 +456,14 @@ func (d *Device) welcome(nc net.Conn) {
 		d.logf("netd: proc %d: refused connection from proc %d at %s: %v", d.cfg.Self, proc, nc.RemoteAddr(), err)
 		_ = nc.Close()
 	}
+}
+
+// handshakeTimeout bounds a handshake, and the shared-memory upgrade after it.
+func (d *Device) handshakeTimeout() time.Duration {
+	if t := d.cfg.HandshakeTimeout; t > 0 {
+		return t
+	}
+	return auth.DefaultTimeout
 }
 
 // authConfig fills in our side of a handshake.

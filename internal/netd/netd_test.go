@@ -305,16 +305,38 @@ func overUnix(t testing.TB) func(int, *Config, *tproc) {
 	}
 }
 
+// overShm is a tweak for startJob: the procs listen on Unix domain sockets and
+// upgrade their connections to shared-memory rings of 16 KiB, small enough that
+// large messages wrap around them many times; with only, just the procs it
+// names offer or take segments (the others keep their sockets).
+func overShm(t testing.TB, only ...int) func(int, *Config, *tproc) {
+	unix := overUnix(t)
+	return func(i int, cfg *Config, p *tproc) {
+		unix(i, cfg, p)
+		if len(only) == 0 || slices.Contains(only, i) {
+			cfg.Shm = 16 << 10
+		}
+	}
+}
+
+// transports are the ways startJob's procs reach each other, as tweaks.
+func transports(t *testing.T) map[string]func(int, *Config, *tproc) {
+	return map[string]func(int, *Config, *tproc){"tcp": nil, "unix": overUnix(t), "shm": overShm(t)}
+}
+
 // TestDelivery: every proc sends to every other on both channels from two
 // goroutines per (proc, channel): payloads of 0 bytes to 8 MiB arrive intact and
 // in order per sender, and large ones are read straight into the handler's
-// buffer; over TCP and over Unix domain sockets.
+// buffer; over TCP, over Unix domain sockets, over shared memory, and over
+// sockets where one proc would use shared memory and the others not.
 func TestDelivery(t *testing.T) {
-	t.Run("tcp", func(t *testing.T) { testDelivery(t, nil) })
-	t.Run("unix", func(t *testing.T) { testDelivery(t, overUnix(t)) })
+	for name, tweak := range transports(t) {
+		t.Run(name, func(t *testing.T) { testDelivery(t, tweak, name == "shm") })
+	}
+	t.Run("mixed", func(t *testing.T) { testDelivery(t, overShm(t, 1), false) })
 }
 
-func testDelivery(t *testing.T, tweak func(int, *Config, *tproc)) {
+func testDelivery(t *testing.T, tweak func(int, *Config, *tproc), wantShm bool) {
 	noLeaks(t)
 	const n, senders = 3, 2
 	ps := startJob(t, n, tweak)
@@ -362,6 +384,11 @@ func testDelivery(t *testing.T, tweak func(int, *Config, *tproc)) {
 		for src := range ps {
 			if src != dst && len(p.dev.connsTo(src)) == 0 {
 				t.Errorf("proc %d has no connection to %d", dst, src)
+			}
+			for _, c := range p.dev.connsTo(src) {
+				if (c.shm != nil) != wantShm {
+					t.Errorf("proc %d's connection to %d: through shared memory %v, want %v", dst, src, c.shm != nil, wantShm)
+				}
 			}
 		}
 	}
@@ -887,8 +914,14 @@ func TestWriteError(t *testing.T) {
 // TestOrderlyClose: a proc that closes its Device is not lost to the others;
 // sends to it then fail with ErrPeerClosed.
 func TestOrderlyClose(t *testing.T) {
+	for name, tweak := range transports(t) {
+		t.Run(name, func(t *testing.T) { testOrderlyClose(t, tweak) })
+	}
+}
+
+func testOrderlyClose(t *testing.T, tweak func(int, *Config, *tproc)) {
 	noLeaks(t)
-	ps := startJob(t, 2, nil)
+	ps := startJob(t, 2, tweak)
 	for seq := range uint64(10) {
 		for src := range 2 {
 			for _, ch := range []Channel{ChannelP2P, ChannelColl} {
@@ -932,8 +965,14 @@ func TestOrderlyClose(t *testing.T) {
 // TestKilled: a proc whose connections break without Close is lost to the
 // others, once per proc although it had two connections, and sends to it fail.
 func TestKilled(t *testing.T) {
+	for name, tweak := range transports(t) {
+		t.Run(name, func(t *testing.T) { testKilled(t, tweak) })
+	}
+}
+
+func testKilled(t *testing.T, tweak func(int, *Config, *tproc)) {
 	noLeaks(t)
-	ps := startJob(t, 3, nil)
+	ps := startJob(t, 3, tweak)
 	for _, ch := range []Channel{ChannelP2P, ChannelColl} {
 		for src := range 3 {
 			for dst := range 3 {
@@ -1063,13 +1102,15 @@ func TestBadArguments(t *testing.T) {
 	h := &handler{}
 	good := Config{Self: 0, Procs: 2, Job: testJob, Key: testKey, P2P: h, Coll: h, Addrs: func(int) ([]string, error) { return nil, nil }}
 	for name, tweak := range map[string]func(*Config){
-		"no procs":      func(c *Config) { c.Procs = 0 },
-		"self too big":  func(c *Config) { c.Self = 2 },
-		"short key":     func(c *Config) { c.Key = c.Key[:5] },
-		"no job":        func(c *Config) { c.Job = "" },
-		"no handler":    func(c *Config) { c.Coll = nil },
-		"no addresses":  func(c *Config) { c.Addrs = nil },
-		"negative spin": func(c *Config) { c.Spin = -1 },
+		"no procs":       func(c *Config) { c.Procs = 0 },
+		"self too big":   func(c *Config) { c.Self = 2 },
+		"short key":      func(c *Config) { c.Key = c.Key[:5] },
+		"no job":         func(c *Config) { c.Job = "" },
+		"no handler":     func(c *Config) { c.Coll = nil },
+		"no addresses":   func(c *Config) { c.Addrs = nil },
+		"negative spin":  func(c *Config) { c.Spin = -1 },
+		"odd shm rings":  func(c *Config) { c.Shm = 5000 },
+		"tiny shm rings": func(c *Config) { c.Shm = 64 },
 	} {
 		cfg := good
 		tweak(&cfg)
@@ -1114,8 +1155,19 @@ func TestSettle(t *testing.T) {
 // TestSpin: with polling on, messages of every size flow both ways in order,
 // and Close ends polling daemons (settle's rule is TestSettle's).
 func TestSpin(t *testing.T) {
+	for name, tweak := range transports(t) {
+		t.Run(name, func(t *testing.T) { testSpin(t, tweak) })
+	}
+}
+
+func testSpin(t *testing.T, tweak func(int, *Config, *tproc)) {
 	noLeaks(t)
-	ps := startJob(t, 2, func(i int, cfg *Config, p *tproc) { cfg.Spin = 50 * time.Microsecond })
+	ps := startJob(t, 2, func(i int, cfg *Config, p *tproc) {
+		if tweak != nil {
+			tweak(i, cfg, p)
+		}
+		cfg.Spin = 50 * time.Microsecond
+	})
 	for seq := range uint64(200) {
 		src := int(seq % 2)
 		size := sizes[seq%uint64(len(sizes))]

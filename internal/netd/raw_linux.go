@@ -40,13 +40,6 @@ func rawWrite(fd uintptr, b []byte) (int, error) {
 	}
 }
 
-// osYield gives the processor to another thread of the system that is ready to
-// run, if any: a polling daemon never sleeps, and without this the kernel work
-// its messages need (softirq threads) and the threads its hand-offs wake wait
-// for the scheduler to preempt it. Measured here: a ping-pong between two procs
-// at GOMAXPROCS=1 took 33 µs one way with runtime.Gosched alone, 5 µs with both.
-func osYield() { _, _, _ = syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
-
 // iovec is an element of a writev(2) vector.
 type iovec = syscall.Iovec
 

@@ -12,7 +12,6 @@ var errWouldBlock = errors.New("netd: no raw I/O on this platform")
 
 func rawRead(uintptr, []byte) (int, error)  { return 0, errWouldBlock }
 func rawWrite(uintptr, []byte) (int, error) { return 0, errWouldBlock }
-func osYield()                              {}
 
 type iovec struct{}
 

@@ -1,0 +1,478 @@
+// Package shm is a byte stream between two procs of one host through shared
+// memory: a pair of single-producer single-consumer rings in one segment that
+// both procs map. Writing is a copy into the ring and reading a copy out of it,
+// with no system call while the other side keeps up, which is what makes a
+// polling reader fast across processes.
+//
+// A Unix domain socket between the two procs stays beside the rings. It carries
+// the segment when the connection opens (Offer, Answer), then serves as the
+// doorbell: a side that found nothing to read, or no room to write, flags that it
+// sleeps and waits for a byte on the socket, which the other side sends only then.
+// It is also the liveness check: when a proc dies, its end of the socket closes
+// and the survivor's reads and writes end instead of waiting forever.
+//
+// The peer's words in the segment are never trusted: a head or tail that
+// cannot be (more data than the ring holds) ends the stream with an error.
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/spin"
+)
+
+// Layout of a segment: a page of two control blocks, then the two rings' data.
+// The dialer (Offer) writes ring 0 and reads ring 1; the other side the reverse.
+// A control block holds, each on a cache line of its own so that the producer
+// and the consumer do not share one: the producer's head (bytes ever written),
+// the consumer's tail (bytes ever read), the two sleep flags, and the
+// producer's end-of-stream flag.
+const (
+	ctlSize   = 512
+	dataStart = 4096
+	offHead   = 0
+	offTail   = 64
+	offRWait  = 128 // the consumer sleeps until data comes
+	offWWait  = 192 // the producer sleeps until room comes
+	offEOF    = 256 // the producer wrote its last byte (CloseWrite)
+)
+
+// Ring sizes a segment may have: a power of two in [MinRing, MaxRing].
+const (
+	MinRing     = 4 << 10
+	MaxRing     = 64 << 20
+	DefaultRing = 1 << 20
+)
+
+// Doorbell bytes on the socket.
+const (
+	bellData  = 'D' // your ring has data
+	bellSpace = 'S' // your ring has room
+)
+
+// segmentSize is the bytes of a segment whose rings hold size bytes each.
+func segmentSize(size int) int { return dataStart + 2*size }
+
+// ring is one direction of a segment, seen from one side.
+type ring struct {
+	head, tail   *atomic.Uint64
+	rwait, wwait *atomic.Uint32
+	eof          *atomic.Uint32
+	data         []byte
+	size         uint64
+	pos          uint64 // our own counter: tail if we read the ring, head if we write it
+	mask         uint64
+}
+
+func newRing(mem []byte, i, size int) ring {
+	ctl := mem[i*ctlSize : (i+1)*ctlSize]
+	word := func(off int) unsafe.Pointer { return unsafe.Pointer(&ctl[off]) }
+	start := dataStart + i*size
+	return ring{
+		head:  (*atomic.Uint64)(word(offHead)),
+		tail:  (*atomic.Uint64)(word(offTail)),
+		rwait: (*atomic.Uint32)(word(offRWait)),
+		wwait: (*atomic.Uint32)(word(offWWait)),
+		eof:   (*atomic.Uint32)(word(offEOF)),
+		data:  mem[start : start+size : start+size],
+		size:  uint64(size),
+		mask:  uint64(size - 1),
+	}
+}
+
+// ErrCorrupt: the peer left a ring in a state no correct peer can make.
+var ErrCorrupt = errors.New("shm: ring corrupt")
+
+// errPeerGone: the peer's end of the socket closed.
+var errPeerGone = errors.New("shm: peer hung up")
+
+// Conn is one end of a shared-memory stream. It is a net.Conn; TryRead and
+// TryWrite are its non-blocking reads and writes, for a caller that polls.
+// Reads are safe from one goroutine at a time and writes from one goroutine at
+// a time, reads and writes concurrently, Close and the deadlines from anywhere.
+type Conn struct {
+	bell *net.UnixConn
+	seg  *segment
+	in   ring // the peer writes, we read
+	out  ring // we write, the peer reads
+
+	// Spin is how long a Write that found the ring full polls for room before
+	// it sleeps until the reader rings.
+	Spin time.Duration
+
+	rmu, wmu        sync.Mutex // a Read or TryRead, a Write or TryWrite
+	dataBell        chan struct{}
+	spaceBell       chan struct{}
+	done            chan struct{} // closed by Close
+	gone            chan struct{} // closed when the socket ends (the peer hung up or died)
+	ringer          sync.WaitGroup
+	closeOnce       sync.Once
+	readDL, writeDL atomic.Int64 // deadlines in Unix nanoseconds, 0: none
+	bellErr         atomic.Pointer[error]
+	wroteEOF        bool // CloseWrite done; guarded by wmu
+}
+
+func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
+	in, out := 1, 0
+	if !dialer {
+		in, out = 0, 1
+	}
+	c := &Conn{
+		bell: bell, seg: seg,
+		in: newRing(seg.mem, in, size), out: newRing(seg.mem, out, size),
+		dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
+		done: make(chan struct{}), gone: make(chan struct{}),
+	}
+	c.ringer.Add(1)
+	go c.listen()
+	return c
+}
+
+// listen reads doorbell bytes until the socket ends.
+func (c *Conn) listen() {
+	defer c.ringer.Done()
+	defer close(c.gone)
+	var b [64]byte
+	for {
+		n, err := c.bell.Read(b[:])
+		for _, x := range b[:n] {
+			switch x {
+			case bellData:
+				signal(c.dataBell)
+			case bellSpace:
+				signal(c.spaceBell)
+			default:
+				err := fmt.Errorf("shm: doorbell byte %#x from the peer", x)
+				c.bellErr.Store(&err)
+				_ = c.bell.Close()
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// ring sends the peer a doorbell byte; an error means the peer is gone, which
+// its own reads and writes find out.
+func (c *Conn) ring(b byte) {
+	_, _ = c.bell.Write([]byte{b})
+}
+
+// closedErr says why c can no longer be used, or nil.
+func (c *Conn) closedErr() error {
+	select {
+	case <-c.done:
+		return net.ErrClosed
+	default:
+		return nil
+	}
+}
+
+// peerErr is the error of a stream whose peer hung up: io.EOF for a reader
+// that took all the data, errPeerGone for a writer; a bad doorbell overrides both.
+func (c *Conn) peerErr(eof error) error {
+	if p := c.bellErr.Load(); p != nil {
+		return *p
+	}
+	return eof
+}
+
+func (c *Conn) isGone() bool {
+	select {
+	case <-c.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+// TryRead reads what the ring holds, up to len(b) bytes, without waiting: 0
+// and no error when it is empty. At the end of the stream it returns io.EOF.
+func (c *Conn) TryRead(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if err := c.closedErr(); err != nil {
+		return 0, err
+	}
+	return c.tryRead(b)
+}
+
+func (c *Conn) tryRead(b []byte) (int, error) {
+	r := &c.in
+	avail, err := r.readable()
+	if err != nil {
+		return 0, err
+	}
+	if avail == 0 {
+		// Perhaps the end: the peer sets its end flag, or hangs up, after its
+		// last head, so a head read after the end was seen is the last one.
+		eof := r.eof.Load() != 0
+		if !eof && !c.isGone() {
+			return 0, nil
+		}
+		if avail, err = r.readable(); err != nil {
+			return 0, err
+		}
+		if avail == 0 {
+			if eof {
+				return 0, io.EOF
+			}
+			return 0, c.peerErr(io.EOF)
+		}
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n := min(uint64(len(b)), avail)
+	at := r.pos & r.mask
+	k := copy(b[:n], r.data[at:])
+	copy(b[k:n], r.data)
+	r.pos += n
+	r.tail.Store(r.pos)
+	if r.wwait.Load() != 0 && r.wwait.CompareAndSwap(1, 0) {
+		c.ring(bellSpace)
+	}
+	return int(n), nil
+}
+
+// readable is how many bytes the peer has written that we have not read.
+func (r *ring) readable() (uint64, error) {
+	n := r.head.Load() - r.pos
+	if n > r.size {
+		return 0, fmt.Errorf("%w: the peer's head is %d bytes past our tail, in a ring of %d", ErrCorrupt, n, r.size)
+	}
+	return n, nil
+}
+
+// writable is how many bytes we may write before the ring is full.
+func (r *ring) writable() (uint64, error) {
+	used := r.pos - r.tail.Load()
+	if used > r.size {
+		return 0, fmt.Errorf("%w: the peer's tail is %d bytes behind our head, in a ring of %d", ErrCorrupt, used, r.size)
+	}
+	return r.size - used, nil
+}
+
+// Read reads at least one byte into b, waiting for the peer to write.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for {
+		if err := c.closedErr(); err != nil {
+			return 0, err
+		}
+		n, err := c.tryRead(b)
+		if n > 0 || err != nil || len(b) == 0 {
+			return n, err
+		}
+		// Flag that we sleep, then look again: a writer that published before
+		// it saw the flag left data we now see, one that published after rings.
+		c.in.rwait.Store(1)
+		if n, err := c.tryRead(b); n > 0 || err != nil {
+			c.in.rwait.CompareAndSwap(1, 0)
+			return n, err
+		}
+		if err := c.wait(c.dataBell, &c.readDL); err != nil {
+			c.in.rwait.CompareAndSwap(1, 0)
+			return 0, err
+		}
+	}
+}
+
+// TryWrite writes what the ring has room for of b, without waiting.
+func (c *Conn) TryWrite(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.writeErr(); err != nil {
+		return 0, err
+	}
+	return c.tryWrite(b)
+}
+
+// writeErr says why c takes no more writes, or nil.
+func (c *Conn) writeErr() error {
+	if err := c.closedErr(); err != nil {
+		return err
+	}
+	if c.wroteEOF {
+		return fmt.Errorf("shm: write after CloseWrite")
+	}
+	if c.isGone() {
+		return c.peerErr(errPeerGone)
+	}
+	return nil
+}
+
+func (c *Conn) tryWrite(b []byte) (int, error) {
+	r := &c.out
+	room, err := r.writable()
+	if err != nil || room == 0 || len(b) == 0 {
+		return 0, err
+	}
+	n := min(uint64(len(b)), room)
+	at := r.pos & r.mask
+	k := copy(r.data[at:], b[:n])
+	copy(r.data, b[k:n])
+	r.pos += n
+	r.head.Store(r.pos)
+	if r.rwait.Load() != 0 && r.rwait.CompareAndSwap(1, 0) {
+		c.ring(bellData)
+	}
+	return int(n), nil
+}
+
+// Write writes all of b, waiting for room as the peer reads.
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	done := 0
+	var start time.Time
+	for {
+		if err := c.writeErr(); err != nil {
+			return done, err
+		}
+		n, err := c.tryWrite(b[done:])
+		done += n
+		if err != nil || done == len(b) {
+			return done, err
+		}
+		if n > 0 {
+			start = time.Time{}
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if time.Since(start) < c.Spin {
+			runtime.Gosched()
+			spin.Yield() // the reader may be a thread waiting for this processor
+			continue
+		}
+		c.out.wwait.Store(1)
+		if room, err := c.out.writable(); room > 0 || err != nil {
+			c.out.wwait.CompareAndSwap(1, 0)
+			continue
+		}
+		if err := c.wait(c.spaceBell, &c.writeDL); err != nil {
+			c.out.wwait.CompareAndSwap(1, 0)
+			return done, err
+		}
+	}
+}
+
+// wait sleeps until bell rings, the peer hangs up (the caller looks again and
+// finds out), the deadline in dl passes, or c is closed.
+func (c *Conn) wait(bell chan struct{}, dl *atomic.Int64) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var expired <-chan time.Time
+		if d := dl.Load(); d != 0 {
+			left := time.Until(time.Unix(0, d))
+			if left <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			if timer == nil {
+				timer = time.NewTimer(left)
+			} else {
+				timer.Reset(left)
+			}
+			expired = timer.C
+		}
+		select {
+		case <-bell:
+			return nil
+		case <-c.gone:
+			return nil
+		case <-c.done:
+			return net.ErrClosed
+		case <-expired:
+		}
+	}
+}
+
+// CloseWrite ends the stream we write: the peer reads what we wrote, then
+// io.EOF. We may go on reading.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.closedErr(); err != nil {
+		return err
+	}
+	if !c.wroteEOF {
+		c.wroteEOF = true
+		c.out.eof.Store(1)
+		c.ring(bellData)
+	}
+	return nil
+}
+
+// Close ends both directions and unmaps the segment; the peer's reads and
+// writes end too. Reads and writes under way return net.ErrClosed.
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.done)
+	})
+	if !first {
+		return net.ErrClosed
+	}
+	err := c.bell.Close()
+	c.ringer.Wait()
+	c.rmu.Lock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	defer c.rmu.Unlock()
+	return errors.Join(err, c.seg.unmap())
+}
+
+func (c *Conn) LocalAddr() net.Addr  { return c.bell.LocalAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return c.bell.RemoteAddr() }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.readDL.Store(unixNano(t))
+	signal(c.dataBell) // a Read asleep looks at its new deadline
+	return nil
+}
+
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.writeDL.Store(unixNano(t))
+	signal(c.spaceBell)
+	return nil
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixNano(), 1)
+}

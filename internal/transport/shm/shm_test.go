@@ -1,0 +1,304 @@
+//go:build linux
+
+package shm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// socketPair returns the two ends of a fresh Unix stream socket.
+func socketPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "pair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(*net.UnixConn)
+	}
+	return end(fds[0]), end(fds[1])
+}
+
+// pair upgrades a fresh socket pair to rings of size bytes.
+func pair(t *testing.T, size int) (*Conn, *Conn) {
+	t.Helper()
+	a, b := socketPair(t)
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		c, err := Answer(b, true)
+		answered <- result{c, err}
+	}()
+	ca, err := Offer(a, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-answered
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	da, ok1 := ca.(*Conn)
+	db, ok2 := r.c.(*Conn)
+	if !ok1 || !ok2 {
+		t.Fatalf("upgrade declined: %T, %T", ca, r.c)
+	}
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	return da, db
+}
+
+// checkGoroutines fails t if goroutines are left over once it ends.
+func checkGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			t.Errorf("%d goroutines left over", n-before)
+		}
+	})
+}
+
+// TestStream sends random bytes in random pieces through a small ring, so that
+// the writer often finds it full and the reader often empty and both sleep;
+// what comes out is what went in, in order.
+func TestStream(t *testing.T) {
+	for _, writerSpin := range []time.Duration{0, 50 * time.Microsecond} {
+		checkGoroutines(t)
+		a, b := pair(t, MinRing)
+		a.Spin = writerSpin
+		data := make([]byte, 3<<20+17)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		go func() {
+			for rest := data; len(rest) > 0; {
+				k := min(len(rest), 1+rng.IntN(3*MinRing))
+				if _, err := a.Write(rest[:k]); err != nil {
+					t.Error(err)
+					return
+				}
+				rest = rest[k:]
+			}
+			a.CloseWrite()
+		}()
+		got, err := io.ReadAll(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("spin %v: %d bytes came, want %d, or they differ", writerSpin, len(got), len(data))
+		}
+	}
+}
+
+// TestTry: the non-blocking calls move what fits and never wait.
+func TestTry(t *testing.T) {
+	a, b := pair(t, MinRing)
+	buf := make([]byte, 2*MinRing)
+	if n, err := b.TryRead(buf); n != 0 || err != nil {
+		t.Fatalf("TryRead of an empty ring: %d, %v", n, err)
+	}
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	n, err := a.TryWrite(buf)
+	if n != MinRing || err != nil {
+		t.Fatalf("TryWrite of %d bytes into a ring of %d: %d, %v", len(buf), MinRing, n, err)
+	}
+	if n, err := a.TryWrite(buf); n != 0 || err != nil {
+		t.Fatalf("TryWrite into a full ring: %d, %v", n, err)
+	}
+	got := make([]byte, 100)
+	if n, err := b.TryRead(got); n != 100 || err != nil || !bytes.Equal(got, buf[:100]) {
+		t.Fatalf("TryRead: %d, %v, %v", n, err, got[:4])
+	}
+	// Room for 100 more: they wrap around the ring's end.
+	if n, err := a.TryWrite(buf[MinRing : MinRing+200]); n != 100 || err != nil {
+		t.Fatalf("TryWrite after a read of 100: %d, %v", n, err)
+	}
+	rest := make([]byte, MinRing)
+	if n, err := b.TryRead(rest); n != MinRing || err != nil {
+		t.Fatal(n, err)
+	}
+	if !bytes.Equal(rest[:MinRing-100], buf[100:MinRing]) || !bytes.Equal(rest[MinRing-100:], buf[MinRing:MinRing+100]) {
+		t.Fatal("wrapped bytes differ")
+	}
+}
+
+// TestPeerGone: when the peer closes (or dies: its socket closes either way),
+// the reader gets what was written, then io.EOF, and a writer an error, also
+// one asleep on a full ring.
+func TestPeerGone(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	if _, err := a.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	full := make(chan error, 1)
+	go func() {
+		_, err := b.Write(make([]byte, 2*MinRing))
+		full <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // b's writer fills the ring and sleeps
+	a.Close()
+	if err := <-full; err == nil || !errors.Is(err, errPeerGone) {
+		t.Fatalf("writer to a closed peer: %v, want %v", err, errPeerGone)
+	}
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// TestCloseWakes: a Read asleep returns net.ErrClosed when its own end closes,
+// and os.ErrDeadlineExceeded at its deadline.
+func TestCloseWakes(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	b.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if _, err := b.Read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline: %v", err)
+	}
+	b.SetReadDeadline(time.Time{})
+	read := make(chan error, 1)
+	go func() {
+		_, err := b.Read(make([]byte, 10))
+		read <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	b.SetReadDeadline(time.Now().Add(-time.Second)) // wakes the Read asleep
+	if err := <-read; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read when the deadline moved into the past: %v", err)
+	}
+	b.SetReadDeadline(time.Time{})
+	go func() {
+		_, err := b.Read(make([]byte, 10))
+		read <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	b.Close()
+	if err := <-read; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read when closed: %v", err)
+	}
+	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the peer's read after our close: %v, want EOF", err)
+	}
+}
+
+// TestCorrupt: a head the peer moved past what the ring can hold, or a tail past
+// our head, ends the stream with ErrCorrupt; a stray doorbell byte with an error.
+func TestCorrupt(t *testing.T) {
+	a, b := pair(t, MinRing)
+	a.out.head.Store(MinRing + 1)
+	if _, err := b.Read(make([]byte, 10)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a ring whose head is past its size: %v", err)
+	}
+	a.in.tail.Store(5) // a reads the ring b writes: past b's head, which is 0
+	if _, err := b.Write([]byte("x")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("write into a ring whose tail is past our head: %v", err)
+	}
+
+	c, d := pair(t, MinRing)
+	c.bell.Write([]byte{'?'})
+	if _, err := d.Read(make([]byte, 1)); err == nil || !bytes.Contains([]byte(err.Error()), []byte("doorbell")) {
+		t.Fatalf("read after a stray doorbell byte: %v", err)
+	}
+}
+
+// TestAnswerRefuses: offers that break the protocol are refused with ErrOffer;
+// a segment the dialer did not seal is declined (the socket stays as it was).
+func TestAnswerRefuses(t *testing.T) {
+	answer := func(offer []byte, f *os.File) (net.Conn, error) {
+		a, b := socketPair(t)
+		defer a.Close()
+		if err := sendWithFile(a, offer, f); err != nil {
+			t.Fatal(err)
+		}
+		return Answer(b, true)
+	}
+	seg, f, err := createSegment(segmentSize(MinRing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.unmap()
+	defer f.Close()
+	for _, tc := range []struct {
+		name  string
+		offer []byte
+		f     *os.File
+	}{
+		{"bad magic", []byte("WEFT\x00\x10\x00\x00"), f},
+		{"size not a power of two", encodeOffer(MinRing + 1), f},
+		{"size too big", encodeOffer(2 * MaxRing), f},
+		{"no descriptor", encodeOffer(MinRing), nil},
+		{"a descriptor with no segment", encodeOffer(0), f},
+		{"wrong segment size", encodeOffer(2 * MinRing), f},
+	} {
+		c, err := answer(tc.offer, tc.f)
+		if tc.name == "wrong segment size" {
+			if _, ok := c.(*net.UnixConn); !ok || err != nil {
+				t.Errorf("%s: %T, %v, want the socket back", tc.name, c, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrOffer) {
+			t.Errorf("%s: %v, want ErrOffer", tc.name, err)
+		}
+	}
+	// An unsealed memfd of the right size is declined.
+	unsealed, err := os.CreateTemp("", "weft-shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(unsealed.Name())
+	defer unsealed.Close()
+	unsealed.Truncate(int64(segmentSize(MinRing)))
+	if c, err := answer(encodeOffer(MinRing), unsealed); err != nil {
+		t.Fatal(err)
+	} else if _, ok := c.(*net.UnixConn); !ok {
+		t.Fatalf("an unsealed segment was taken: %T", c)
+	}
+}
+
+func FuzzParseOffer(f *testing.F) {
+	f.Add(encodeOffer(MinRing))
+	f.Add(encodeOffer(0))
+	f.Add([]byte("WSHM\xff\xff\xff\xff"))
+	f.Add([]byte("WSHM"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		size, err := parseOffer(b)
+		if err != nil {
+			return
+		}
+		if size != 0 && (size < MinRing || size > MaxRing || size&(size-1) != 0) {
+			t.Fatalf("parseOffer(%q) = %d", b, size)
+		}
+		if !bytes.Equal(encodeOffer(size), b) {
+			t.Fatalf("offer %q parsed as %d, which encodes differently", b, size)
+		}
+	})
+}
