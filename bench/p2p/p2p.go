@@ -31,6 +31,7 @@ var Suite = bench.Suite{
 		"msgrate: zero-byte messages, a reply every 256; " +
 		"oneway: a sender that keeps sending to one receiver (TMPI's one-way send-recv, Figs. 11-12), time per send and transfer rate. " +
 		"path shm: Weft's ranks in one process, the peers' processes on shared memory; " +
+		"path procs: Weft's ranks in processes of their own (weft run) on one host, through shared-memory rings, the peers as for shm; " +
 		"path tcp: Weft's ranks in processes of their own (weft run) over TCP (WEFT_NET_UNIX=false), the peers on their TCP paths " +
 		"(MPICH: MPIR_CVAR_NOLOCAL=1, UCX over TCP; Open MPI: the tcp BTL). " +
 		"2 cores: more than 2 busy-polling ranks oversubscribe them, which the C MPIs pay for heavily.",
@@ -71,6 +72,9 @@ func tests(quick bool) []bench.Test {
 		} else {
 			t.Args = append(t.Args, "-size", strconv.Itoa(size))
 		}
+		if path == "procs" {
+			t.PerProc = max(t.Ranks/2, 1)
+		}
 		if path == "tcp" {
 			// Weft: one proc per rank, or 2 procs for msgrate's pairs, over
 			// TCP as the peers are, not over the Unix sockets of one host.
@@ -102,6 +106,15 @@ func tests(quick bool) []bench.Test {
 	}
 	for _, k := range sizes([]int{1, 2, 4}, []int{1}) {
 		add("shm", "msgrate", k, []int{0, 500_000, 100_000, 0, 20_000}[k])
+	}
+	for _, s := range sizes([]int{8, 4 * kib, 64 * kib, mib, 4 * mib}, []int{8}) {
+		add("procs", "pingpong", s, roundTrips(s)/2)
+	}
+	for _, s := range sizes([]int{64 * kib, 4 * mib}, []int{64 * kib}) {
+		add("procs", "bw", s, windows(s)/2)
+	}
+	if !quick {
+		add("procs", "msgrate", 4, 50_000)
 	}
 	for _, s := range sizes([]int{8, 4 * kib, 64 * kib, mib, 4 * mib}, []int{8}) {
 		add("tcp", "pingpong", s, roundTrips(s)/4)

@@ -2,7 +2,8 @@
 // for a short while before parking, yielding the processor now and then, because the
 // goroutine a spinner waits for may be queued on the spinner's own P (a wake-up puts
 // the woken goroutine on the waker's P) and yielding also lets the Go scheduler move
-// two spinners onto different processors.
+// two spinners onto different processors. Yield, for a goroutine that polls
+// another process, gives the OS thread's processor to the threads waiting for it.
 package spin
 
 import (
