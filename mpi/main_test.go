@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -95,6 +96,7 @@ func runCommand(t *testing.T, argv []string, name string, env []string) (code in
 	cmd.Env = append(append(cmd.Env, helperEnv+"="+name, "GORACE="+gorace), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the launcher's procs too, on a hang
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +109,14 @@ func runCommand(t *testing.T, argv []string, name string, env []string) (code in
 			t.Fatalf("helper %s: %v", name, err)
 		}
 	case <-time.After(runTimeout):
-		cmd.Process.Kill()
-		<-done
+		// A SIGQUIT first: the Go procs of a hung job print their goroutines.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
 		t.Fatalf("helper %s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", name, argv, runTimeout, out.String(), errOut.String())
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()

@@ -413,7 +413,7 @@ func (c *conn) fill(n int) error {
 }
 
 // read reads at least one byte into b. Adaptive poll-then-park: while the poll
-// budget is positive it first polls the socket with non-blocking reads, yielding
+// budget is positive it first polls the socket (or shared-memory ring) with non-blocking reads, yielding
 // between them to the goroutines of its P and to the threads of its processor
 // (spin.Yield), and only when the budget runs out does it block in the poller,
 // whose wake-up costs up to ~28 µs across vCPUs here. A read that

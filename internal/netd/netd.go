@@ -96,7 +96,7 @@ type Config struct {
 	Addrs func(proc int) ([]string, error)
 	// P2P and Coll receive the messages of the two channels (both required).
 	P2P, Coll Handler
-	// Spin is how long a receive daemon polls its socket without blocking before
+	// Spin is how long a receive daemon polls its socket (or ring) without blocking before
 	// it parks in the poller, adapted per connection (see conn.settle); 0: never
 	// poll. Polling saves the kernel wake-up of a parked reader (up to ~28 µs
 	// across vCPUs here) when the next message comes within a round trip, but a
