@@ -227,24 +227,12 @@ func (c *conn) tryWrite(b []byte) (partial bool, err error) {
 		return false, err
 	}
 	n := 0
-	if len(c.pending) == 0 && c.shm != nil {
+	if len(c.pending) == 0 {
 		var err error
-		if n, err = c.shm.TryWrite(b); err != nil {
+		if n, err = c.writeNow(b); err != nil {
 			c.fail(err)
 			return false, fmt.Errorf("%w: %w", ErrLost, err)
 		}
-	} else if len(c.pending) == 0 {
-		c.wbuf = b
-		err := c.raw.Write(c.writeFn)
-		c.wbuf = nil
-		if err == nil && c.werr != nil && c.werr != errWouldBlock {
-			err = &net.OpError{Op: "write", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.werr}
-		}
-		if err != nil {
-			c.fail(err)
-			return false, fmt.Errorf("%w: %w", ErrLost, err)
-		}
-		n = c.wn
 	}
 	c.sent++
 	if n == len(b) {
@@ -252,6 +240,20 @@ func (c *conn) tryWrite(b []byte) (partial bool, err error) {
 	}
 	c.pending = append(c.pending, b[n:]...)
 	return true, nil
+}
+
+// writeNow writes what c takes of b at once, without blocking.
+func (c *conn) writeNow(b []byte) (int, error) {
+	if c.shm != nil {
+		return c.shm.TryWrite(b)
+	}
+	c.wbuf = b
+	err := c.raw.Write(c.writeFn)
+	c.wbuf = nil
+	if err == nil && c.werr != nil && c.werr != errWouldBlock {
+		err = &net.OpError{Op: "write", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.werr}
+	}
+	return c.wn, err
 }
 
 // writeOnce is the function given to RawConn.Write: one non-blocking write, and

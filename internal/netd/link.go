@@ -432,12 +432,10 @@ func (d *Device) dialOne(p *peer, ch Channel, addr string) (*conn, error) {
 	hello, err := auth.Handshake(nc, d.authConfig(auth.Config{Channel: uint8(ch), Initiator: true}))
 	if uc, ok := nc.(*net.UnixConn); ok && err == nil {
 		_ = uc.SetDeadline(time.Now().Add(d.handshakeTimeout()))
-		nc, err = shm.Offer(uc, d.cfg.Shm)
-		if err == nil {
-			_ = uc.SetDeadline(time.Time{})
-		} else {
-			nc = uc
+		if nc, err = shm.Offer(uc, d.cfg.Shm); err != nil {
+			nc = uc // to close
 		}
+		_ = uc.SetDeadline(time.Time{})
 	}
 	if err != nil {
 		_ = nc.Close()

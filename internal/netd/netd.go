@@ -194,7 +194,7 @@ func New(cfg Config) (*Device, error) {
 		return nil, errors.New("netd: Config needs Addrs to reach other procs")
 	case cfg.Spin < 0 || cfg.Delay < 0 || cfg.DialTimeout < 0 || cfg.HandshakeTimeout < 0:
 		return nil, errors.New("netd: negative duration in Config")
-	case cfg.Shm != 0 && (cfg.Shm < shm.MinRing || cfg.Shm > shm.MaxRing || cfg.Shm&(cfg.Shm-1) != 0):
+	case cfg.Shm != 0 && !shm.ValidRing(cfg.Shm):
 		return nil, fmt.Errorf("netd: shared-memory rings of %d bytes, want 0 or a power of two in [%d, %d]", cfg.Shm, shm.MinRing, shm.MaxRing)
 	}
 	if cfg.DialTimeout == 0 {

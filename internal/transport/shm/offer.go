@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"net"
 	"os"
 )
@@ -33,17 +32,22 @@ func encodeOffer(size int) []byte {
 	return b
 }
 
-// parseOffer returns the ring size an offer names: 0 (no segment), or a power
-// of two in [MinRing, MaxRing].
+// ValidRing says whether rings of size bytes may be offered: a power of two in
+// [MinRing, MaxRing].
+func ValidRing(size int) bool {
+	return size >= MinRing && size <= MaxRing && size&(size-1) == 0
+}
+
+// parseOffer returns the ring size an offer names: 0 (no segment), or a valid one.
 func parseOffer(b []byte) (int, error) {
 	if len(b) != offerSize || string(b[:4]) != offerMagic {
 		return 0, fmt.Errorf("%w: offer %q, want %q and a size", ErrOffer, b, offerMagic)
 	}
-	size := binary.LittleEndian.Uint32(b[4:])
-	if size != 0 && (bits.OnesCount32(size) != 1 || size < MinRing || size > MaxRing) {
+	size := int(binary.LittleEndian.Uint32(b[4:]))
+	if size != 0 && !ValidRing(size) {
 		return 0, fmt.Errorf("%w: ring of %d bytes, want 0 or a power of two in [%d, %d]", ErrOffer, size, MinRing, MaxRing)
 	}
-	return int(size), nil
+	return size, nil
 }
 
 // Offer is the dialer's side of the upgrade: it makes a segment whose rings
@@ -52,7 +56,7 @@ func parseOffer(b []byte) (int, error) {
 // else uc itself (no segment was offered, or it could not be made or mapped), to
 // go on with. The caller bounds it with uc's deadline.
 func Offer(uc *net.UnixConn, size int) (net.Conn, error) {
-	if _, err := parseOffer(encodeOffer(size)); err != nil {
+	if size != 0 && !ValidRing(size) {
 		return nil, fmt.Errorf("shm: cannot offer rings of %d bytes", size)
 	}
 	var seg *segment
@@ -130,11 +134,4 @@ func closeAll(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }

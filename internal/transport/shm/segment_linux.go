@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -104,7 +105,7 @@ func readWithFiles(uc *net.UnixConn, b []byte) ([]*os.File, error) {
 			for _, fd := range fds {
 				files = append(files, os.NewFile(uintptr(fd), "weft-shm"))
 			}
-			perr = firstErr(perr, ferr)
+			perr = errors.Join(perr, ferr)
 		}
 		if perr != nil {
 			closeAll(files)

@@ -178,11 +178,19 @@ func (c *Conn) ring(b byte) {
 
 // closedErr says why c can no longer be used, or nil.
 func (c *Conn) closedErr() error {
-	select {
-	case <-c.done:
+	if closed(c.done) {
 		return net.ErrClosed
+	}
+	return nil
+}
+
+// closed says whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
 	default:
-		return nil
+		return false
 	}
 }
 
@@ -193,15 +201,6 @@ func (c *Conn) peerErr(eof error) error {
 		return *p
 	}
 	return eof
-}
-
-func (c *Conn) isGone() bool {
-	select {
-	case <-c.gone:
-		return true
-	default:
-		return false
-	}
 }
 
 // TryRead reads what the ring holds, up to len(b) bytes, without waiting: 0
@@ -225,7 +224,7 @@ func (c *Conn) tryRead(b []byte) (int, error) {
 		// Perhaps the end: the peer sets its end flag, or hangs up, after its
 		// last head, so a head read after the end was seen is the last one.
 		eof := r.eof.Load() != 0
-		if !eof && !c.isGone() {
+		if !eof && !closed(c.gone) {
 			return 0, nil
 		}
 		if avail, err = r.readable(); err != nil {
@@ -315,7 +314,7 @@ func (c *Conn) writeErr() error {
 	if c.wroteEOF {
 		return fmt.Errorf("shm: write after CloseWrite")
 	}
-	if c.isGone() {
+	if closed(c.gone) {
 		return c.peerErr(errPeerGone)
 	}
 	return nil
