@@ -108,7 +108,7 @@ func runCommand(t *testing.T, argv []string, name string, env []string) (code in
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatalf("helper %s: %v", name, err)
 		}
-	case <-time.After(runTimeout):
+	case <-time.After(jobTimeout):
 		// A SIGQUIT first: the Go procs of a hung job print their goroutines.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT)
 		select {
@@ -117,7 +117,7 @@ func runCommand(t *testing.T, argv []string, name string, env []string) (code in
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		t.Fatalf("helper %s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", name, argv, runTimeout, out.String(), errOut.String())
+		t.Fatalf("helper %s %q did not exit within %v; stdout:\n%s\nstderr:\n%s", name, argv, jobTimeout, out.String(), errOut.String())
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
@@ -230,6 +230,17 @@ func sameSet(a, b []string) bool {
 
 // runTimeout bounds every Run: a deadlock fails the test with a goroutine dump.
 const runTimeout = 20 * time.Second
+
+// jobTimeout bounds a job of several procs. The race detector makes the
+// collective suite's jobs four times slower (3 s -> 13 s for 7 ranks in 4
+// procs), and the other packages of `go test -race ./...` share the 2 CPUs: a
+// healthy job then outlived 20 s in CI.
+var jobTimeout = func() time.Duration {
+	if raceEnabled {
+		return 4 * runTimeout
+	}
+	return runTimeout
+}()
 
 // syncTimeout bounds the waits on Go channels that ranks use to order events
 // between themselves; an engine bug must fail the test, not hang it.

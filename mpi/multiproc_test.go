@@ -465,13 +465,23 @@ func launched(t *testing.T, cfg launch.Config, name string, env []string) (err e
 	t.Helper()
 	cfg = helperJob(cfg, name, env)
 	var out, errOut bytes.Buffer
-	cfg.Stdout, cfg.Stderr = &out, &errOut
+	signals := make(chan os.Signal, 2)
+	cfg.Stdout, cfg.Stderr, cfg.Signals = &out, &errOut, signals
 	done := make(chan error, 1)
 	go func() { done <- launch.Run(cfg) }()
 	select {
 	case err = <-done:
-	case <-time.After(runTimeout):
-		t.Fatalf("job %s did not end within %v; stdout:\n%s\nstderr:\n%s", name, runTimeout, out.String(), errOut.String())
+	case <-time.After(jobTimeout):
+		// A SIGQUIT first: the procs of a hung job print their goroutines. The
+		// output is read once the job is gone, when nothing writes it any more.
+		signals <- syscall.SIGQUIT
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			signals <- syscall.SIGKILL // a second signal kills the job
+			<-done
+		}
+		t.Fatalf("job %s did not end within %v; stdout:\n%s\nstderr:\n%s", name, jobTimeout, out.String(), errOut.String())
 	}
 	return err, out.String(), errOut.String()
 }
