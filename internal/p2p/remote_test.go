@@ -396,6 +396,17 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 func TestRemoteStrangers(t *testing.T) {
 	l, _ := topo.Uneven([][]int{{1, 1}})
 	j := newJob(t, l, testConfig())
+	// The proc's Unix socket and its loopback addresses: the host's other
+	// addresses may be those of other tests' network namespaces, gone any moment.
+	var knock []string
+	for _, a := range j.addrs[1] {
+		if host, _, err := net.SplitHostPort(a); strings.HasPrefix(a, "unix:") || err == nil && net.ParseIP(host).IsLoopback() {
+			knock = append(knock, a)
+		}
+	}
+	if len(knock) < 2 {
+		t.Fatalf("proc 1 listens at %q: want its Unix socket and a loopback address", j.addrs[1])
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -407,8 +418,8 @@ func TestRemoteStrangers(t *testing.T) {
 				return
 			default:
 			}
-			// Through each of the proc's addresses in turn: its Unix socket, then TCP.
-			netw, addr := "tcp", j.addrs[1][i%len(j.addrs[1])]
+			// Through each of those addresses in turn: the Unix socket, then TCP.
+			netw, addr := "tcp", knock[i%len(knock)]
 			if name, ok := strings.CutPrefix(addr, "unix:"); ok {
 				netw, addr = "unix", name
 			}
