@@ -94,12 +94,10 @@ func WithNetDelay(d time.Duration) Option { return func(c *config) { c.netDelay 
 func WithNetUnix(on bool) Option { return func(c *config) { c.netUnix = on } }
 
 // WithNetShm chooses whether the procs of one host that connect through a Unix
-// domain socket move their bytes through shared-memory rings (true: a copy in
-// and a copy out, no system call while the reader polls; the socket stays as
-// doorbell and liveness check) or through the socket itself (false, the default
-// for now: jobs of collectives over the rings hung in 2 of 4 full test runs, not
-// yet explained; see docs/architecture.md). Linux only; procs of a job may
-// differ in it.
+// domain socket move their bytes through shared-memory rings (true, the
+// default: a copy in and a copy out, no system call while the reader polls; the
+// socket stays as doorbell and liveness check) or through the socket itself.
+// Linux only; procs of a job may differ in it.
 func WithNetShm(on bool) Option { return func(c *config) { c.netShm = on } }
 
 // WithErrorsReturn keeps a job that spans procs running when one of its procs
@@ -187,7 +185,7 @@ var tunables = []tunable{
 			c.netUnix, err = strconv.ParseBool(v)
 			return err
 		}},
-	{Tunable{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "false",
+	{Tunable{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "true",
 		Doc: "true or false: whether procs of one host that use Unix domain sockets move their bytes through shared-memory rings (false: through the sockets)"},
 		func(c *config, v string) (err error) {
 			c.netShm, err = strconv.ParseBool(v)
@@ -255,7 +253,7 @@ func Tunables() []Tunable {
 
 // newConfig applies defaults, then the environment, then opts.
 func newConfig(opts []Option) (config, error) {
-	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
 	for _, t := range tunables {
 		if v, ok := os.LookupEnv(t.Env); ok {
 			if err := t.apply(&c, v); err != nil {

@@ -530,10 +530,10 @@ func TestWeftRunSuiteTCP(t *testing.T) {
 	checkSuite(t, 5, out, errOut)
 }
 
-// TestWeftRunSuiteShm runs the suite with this host's procs moving their bytes
-// through shared-memory rings instead of their Unix domain sockets.
-func TestWeftRunSuiteShm(t *testing.T) {
-	err, out, errOut := launched(t, launch.Config{Ranks: 5, PerProc: 2}, "suite", []string{"WEFT_NET_SHM=true"})
+// TestWeftRunSuiteSocket runs the suite with this host's procs on Unix domain
+// sockets that carry the bytes themselves, not shared-memory rings.
+func TestWeftRunSuiteSocket(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 5, PerProc: 2}, "suite", []string{"WEFT_NET_SHM=false"})
 	if err != nil {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}

@@ -335,7 +335,7 @@ func TestTunables(t *testing.T) {
 		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "200µs"},
 		{Name: "WithNetDelay", Env: "WEFT_NET_DELAY", Default: "0s"},
 		{Name: "WithNetUnix", Env: "WEFT_NET_UNIX", Default: "true"},
-		{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "false"},
+		{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "true"},
 		{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}

@@ -31,7 +31,7 @@ var Suite = bench.Suite{
 		"msgrate: zero-byte messages, a reply every 256; " +
 		"oneway: a sender that keeps sending to one receiver (TMPI's one-way send-recv, Figs. 11-12), time per send and transfer rate. " +
 		"path shm: Weft's ranks in one process, the peers' processes on shared memory; " +
-		"path procs: Weft's ranks in processes of their own (weft run) on one host, through shared-memory rings (WEFT_NET_SHM=true), the peers as for shm; " +
+		"path procs: Weft's ranks in processes of their own (weft run) on one host, through shared-memory rings, the peers as for shm; " +
 		"path tcp: Weft's ranks in processes of their own (weft run) over TCP (WEFT_NET_UNIX=false), the peers on their TCP paths " +
 		"(MPICH: MPIR_CVAR_NOLOCAL=1, UCX over TCP; Open MPI: the tcp BTL). " +
 		"2 cores: more than 2 busy-polling ranks oversubscribe them, which the C MPIs pay for heavily.",
@@ -74,7 +74,6 @@ func tests(quick bool) []bench.Test {
 		}
 		if path == "procs" {
 			t.PerProc = max(t.Ranks/2, 1)
-			t.Env = []string{"WEFT_NET_SHM=true"}
 		}
 		if path == "tcp" {
 			// Weft: one proc per rank, or 2 procs for msgrate's pairs, over

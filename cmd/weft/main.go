@@ -74,7 +74,7 @@ func info(w io.Writer) {
 	fmt.Fprintf(w, "thread levels: %s, %s, %s, %s (default %s; every level is provided)\n",
 		mpi.ThreadSingle, mpi.ThreadFunneled, mpi.ThreadSerialized, mpi.ThreadMultiple, mpi.ThreadMultiple)
 	fmt.Fprintf(w, "transports:    self (ranks of one process: one copy, sender buffer to receiver buffer)\n")
-	fmt.Fprintf(w, "               shm (processes of one host: shared-memory rings over a Unix domain socket; with WEFT_NET_SHM=true)\n")
+	fmt.Fprintf(w, "               shm (processes of one host: shared-memory rings over a Unix domain socket; WEFT_NET_SHM=false for the socket alone)\n")
 	fmt.Fprintf(w, "               unix (processes of one host: Unix domain sockets; WEFT_NET_UNIX=false for tcp)\n")
 	fmt.Fprintf(w, "               tcp (processes of other hosts)\n")
 	fmt.Fprintf(w, "               (between processes: authenticated connections made on first use)\n")

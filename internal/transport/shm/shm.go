@@ -63,6 +63,15 @@ const (
 func segmentSize(size int) int { return dataStart + 2*size }
 
 // ring is one direction of a segment, seen from one side.
+//
+// A side that publishes its counter (head, tail) or raises its sleep flag and
+// then reads the other side's word does so with Swap: the pairs of a store
+// and a later load of another word are what keeps a sleeper from missing the
+// other side's move (each side sees the other's store, or the other sees its
+// own). Go promises that of Store too, and Store is an XCHG on amd64, as Swap
+// is, but the race detector's Store of a word outside the Go heap is a plain
+// move that a later load may pass (golang/go#58020): under -race a reader
+// and a writer then both slept with the ring full, in one run in a few dozen.
 type ring struct {
 	head, tail   *atomic.Uint64
 	rwait, wwait *atomic.Uint32
@@ -245,7 +254,7 @@ func (c *Conn) tryRead(b []byte) (int, error) {
 	k := copy(b[:n], r.data[at:])
 	copy(b[k:n], r.data)
 	r.pos += n
-	r.tail.Store(r.pos)
+	r.tail.Swap(r.pos)
 	if r.wwait.Load() != 0 && r.wwait.CompareAndSwap(1, 0) {
 		c.ring(bellSpace)
 	}
@@ -284,7 +293,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		}
 		// Flag that we sleep, then look again: a writer that published before
 		// it saw the flag left data we now see, one that published after rings.
-		c.in.rwait.Store(1)
+		c.in.rwait.Swap(1)
 		if n, err := c.tryRead(b); n > 0 || err != nil {
 			c.in.rwait.CompareAndSwap(1, 0)
 			return n, err
@@ -331,7 +340,7 @@ func (c *Conn) tryWrite(b []byte) (int, error) {
 	k := copy(r.data[at:], b[:n])
 	copy(r.data, b[k:n])
 	r.pos += n
-	r.head.Store(r.pos)
+	r.head.Swap(r.pos)
 	if r.rwait.Load() != 0 && r.rwait.CompareAndSwap(1, 0) {
 		c.ring(bellData)
 	}
@@ -365,7 +374,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			spin.Yield() // the reader may be a thread waiting for this processor
 			continue
 		}
-		c.out.wwait.Store(1)
+		c.out.wwait.Swap(1)
 		if room, err := c.out.writable(); room > 0 || err != nil {
 			c.out.wwait.CompareAndSwap(1, 0)
 			continue
