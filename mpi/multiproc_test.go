@@ -775,8 +775,8 @@ func TestWeftRunHostVanishes(t *testing.T) {
 		signals <- syscall.SIGTERM
 		select {
 		case <-done:
-		case <-time.After(runTimeout):
-			t.Errorf("the job did not end within %v of SIGTERM", runTimeout)
+		case <-time.After(jobTimeout):
+			t.Errorf("the job did not end within %v of SIGTERM", jobTimeout)
 		}
 	}()
 	if !awaitLines(out, "rank 0 ready", "rank 1 ready", "rank 2 ready") {
@@ -791,10 +791,10 @@ func TestWeftRunHostVanishes(t *testing.T) {
 	t.Logf("stdout:\n%s", out)
 }
 
-// awaitLines waits, up to runTimeout, until out holds every one of lines (each
+// awaitLines waits, up to jobTimeout, until out holds every one of lines (each
 // as the start of a line), and reports whether it did.
 func awaitLines(out *testout.Buffer, lines ...string) bool {
-	return out.Await(runTimeout, func(text string) bool {
+	return out.Await(jobTimeout, func(text string) bool {
 		return !slices.ContainsFunc(lines, func(l string) bool { return !strings.Contains("\n"+text, "\n"+l) })
 	})
 }
