@@ -342,6 +342,9 @@ func (c *conn) receive() {
 		c.wmu.Unlock()
 	}
 	_ = c.nc.Close()
+	if c.shm != nil {
+		c.d.dropRing(c.shm)
+	}
 	c.p.drop(c)
 	if err == errByPeer || c.state.Load() == stateClosing {
 		return
@@ -490,6 +493,7 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 		if time.Since(start) >= c.budget {
 			return 0, nil, false
 		}
+		c.d.wakeRings()
 		runtime.Gosched() // goroutines of our P, such as those our handler woke
 		if i%2 == 1 {
 			// Threads of our processor, every other poll: a sched_yield is a

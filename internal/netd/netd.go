@@ -163,6 +163,9 @@ type Device struct {
 	delayWG   sync.WaitGroup // delay lines' goroutines
 	delayShut atomic.Bool    // Close began: delay lines take nothing more
 	closeOnce sync.Once
+
+	ringsMu sync.Mutex                  // serialises changes to rings
+	rings   atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
 }
 
 // peer is what a Device knows of another proc.
@@ -534,6 +537,9 @@ func (p *peer) register(c *conn) error {
 	// While closing, the caller (welcome) is itself counted in wg, so Add is
 	// safe even while Close waits.
 	d.wg.Add(1)
+	if c.shm != nil {
+		d.addRing(c.shm) // until its receive daemon ends
+	}
 	go c.receive()
 	p.mu.Unlock()
 	if closing {
@@ -555,6 +561,42 @@ func (p *peer) adopt(c *conn) {
 }
 
 // drop removes the ended connection c from p.
+// addRing and dropRing keep d.rings, a list that polling daemons read without
+// a lock, copied on every change: connections come and go rarely.
+func (d *Device) addRing(sc *shm.Conn) {
+	d.ringsMu.Lock()
+	defer d.ringsMu.Unlock()
+	var rings []*shm.Conn
+	if old := d.rings.Load(); old != nil {
+		rings = slices.Clone(*old)
+	}
+	rings = append(rings, sc)
+	d.rings.Store(&rings)
+}
+
+func (d *Device) dropRing(sc *shm.Conn) {
+	d.ringsMu.Lock()
+	defer d.ringsMu.Unlock()
+	if old := d.rings.Load(); old != nil {
+		rings := slices.DeleteFunc(slices.Clone(*old), func(x *shm.Conn) bool { return x == sc })
+		d.rings.Store(&rings)
+	}
+}
+
+// wakeRings wakes the readers and writers of our shared-memory connections
+// that sleep although their ring is ready (shm.Conn.Wake): a daemon that polls
+// keeps the scheduler from the network poller, where their doorbells wait.
+// Without it, a 1x4 Barrier at a 1 ms poll budget took two budgets (about
+// 2,000 µs) instead of 70-100 µs: the message of one link waited for the
+// daemon of another to give up polling.
+func (d *Device) wakeRings() {
+	if rings := d.rings.Load(); rings != nil {
+		for _, sc := range *rings {
+			sc.Wake()
+		}
+	}
+}
+
 func (p *peer) drop(c *conn) {
 	p.mu.Lock()
 	for i, x := range p.conns {

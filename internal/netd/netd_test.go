@@ -18,6 +18,7 @@ import (
 
 	"github.com/weft-mpi/weft/internal/netd/auth"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/transport/shm"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
@@ -389,9 +390,26 @@ func testDelivery(t *testing.T, tweak func(int, *Config, *tproc), wantShm bool) 
 				if (c.shm != nil) != wantShm {
 					t.Errorf("proc %d's connection to %d: through shared memory %v, want %v", dst, src, c.shm != nil, wantShm)
 				}
+				if c.shm != nil && !slices.Contains(p.dev.ringList(), c.shm) {
+					t.Errorf("proc %d's connection to %d through shared memory is not among those its polling daemons wake", dst, src)
+				}
 			}
 		}
 	}
+	for i, p := range ps {
+		p.dev.Close()
+		if rings := p.dev.ringList(); len(rings) != 0 {
+			t.Errorf("proc %d still lists %d shared-memory connections after Close", i, len(rings))
+		}
+	}
+}
+
+// ringList returns the shared-memory connections d's polling daemons wake.
+func (d *Device) ringList() []*shm.Conn {
+	if rings := d.rings.Load(); rings != nil {
+		return *rings
+	}
+	return nil
 }
 
 // TestPartialRead: a handler that reads part of a payload, discards some, and

@@ -127,7 +127,9 @@ type Conn struct {
 	closeOnce       sync.Once
 	readDL, writeDL atomic.Int64 // deadlines in Unix nanoseconds, 0: none
 	bellErr         atomic.Pointer[error]
-	wroteEOF        bool // CloseWrite done; guarded by wmu
+	wroteEOF        bool        // CloseWrite done; guarded by wmu
+	reading         atomic.Bool // a Read sleeps until the doorbell rings (see Wake)
+	writing         atomic.Bool // a Write does
 }
 
 func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
@@ -298,8 +300,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 			c.in.rwait.CompareAndSwap(1, 0)
 			return n, err
 		}
-		if err := c.wait(c.dataBell, &c.readDL); err != nil {
-			c.in.rwait.CompareAndSwap(1, 0)
+		c.reading.Store(true)
+		err = c.wait(c.dataBell, &c.readDL)
+		c.reading.Store(false)
+		c.in.rwait.CompareAndSwap(1, 0) // woken by Wake, the writer would ring for nothing
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -379,10 +384,32 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.out.wwait.CompareAndSwap(1, 0)
 			continue
 		}
-		if err := c.wait(c.spaceBell, &c.writeDL); err != nil {
-			c.out.wwait.CompareAndSwap(1, 0)
+		c.writing.Store(true)
+		err = c.wait(c.spaceBell, &c.writeDL)
+		c.writing.Store(false)
+		c.out.wwait.CompareAndSwap(1, 0)
+		if err != nil {
 			return done, err
 		}
+	}
+}
+
+// Wake ends the sleep of a Read that waits for data the ring already holds, or
+// of a Write that waits for room the ring already has. Such a sleeper waits
+// for the peer's doorbell byte, which reaches it through the Go network poller,
+// and the scheduler consults the poller only when no goroutine of the process
+// is ready to run: while another goroutine polls (a receive daemon of another
+// connection, yielding between polls), the byte waits until that one stops
+// polling. A poller that calls Wake for every ring of its process ends that
+// wait at its next poll. The sleep flags in the segment cannot tell who
+// sleeps, since the peer clears them when it rings; reading and writing are
+// our own.
+func (c *Conn) Wake() {
+	if c.reading.Load() && c.in.head.Load() != c.in.tail.Load() {
+		signal(c.dataBell)
+	}
+	if c.writing.Load() && c.out.head.Load()-c.out.tail.Load() < c.out.size {
+		signal(c.spaceBell)
 	}
 }
 

@@ -5,6 +5,7 @@ package shm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -146,6 +147,109 @@ func TestTry(t *testing.T) {
 	}
 	if !bytes.Equal(rest[:MinRing-100], buf[100:MinRing]) || !bytes.Equal(rest[MinRing-100:], buf[MinRing:MinRing+100]) {
 		t.Fatal("wrapped bytes differ")
+	}
+}
+
+// writeQuietly moves b into c's outgoing ring as tryWrite does, but rings no
+// doorbell: it stands for a doorbell byte that the reader's process has not
+// yet taken from its network poller.
+func writeQuietly(c *Conn, b []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	r := &c.out
+	k := copy(r.data[r.pos&r.mask:], b)
+	copy(r.data, b[k:])
+	r.pos += uint64(len(b))
+	r.head.Swap(r.pos)
+	r.rwait.CompareAndSwap(1, 0) // as a writer that rings does
+}
+
+// readQuietly is writeQuietly's twin for a reader: it drops n bytes of c's
+// incoming ring and rings no doorbell.
+func readQuietly(c *Conn, n int) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	r := &c.in
+	r.pos += uint64(n)
+	r.tail.Swap(r.pos)
+	r.wwait.CompareAndSwap(1, 0)
+}
+
+// asleep waits until flag says that a Read or Write sleeps.
+func asleep(t *testing.T, flag func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !flag(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Read or Write never went to sleep")
+		}
+	}
+}
+
+// TestWake: Wake ends the sleep of a Read whose ring got data, and of a Write
+// whose ring got room, when no doorbell came; until then they sleep on.
+func TestWake(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	quiet := func(what string, done chan string) {
+		t.Helper()
+		select {
+		case s := <-done:
+			t.Fatalf("%s returned (%s) with no doorbell and no Wake", what, s)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	woken := func(what string, done chan string) string {
+		t.Helper()
+		select {
+		case s := <-done:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still asleep after Wake", what)
+			return ""
+		}
+	}
+
+	read := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 16)
+		n, err := b.Read(buf)
+		read <- fmt.Sprintf("%q, %v", buf[:n], err)
+	}()
+	asleep(t, b.reading.Load)
+	b.Wake() // the ring is empty: the Read sleeps on
+	writeQuietly(a, []byte("hello"))
+	quiet("Read", read)
+	a.Wake() // a's side sleeps in nothing
+	quiet("Read", read)
+	b.Wake()
+	if got := woken("Read", read); got != `"hello", <nil>` {
+		t.Fatalf("Read after Wake: %s", got)
+	}
+	if b.in.rwait.Load() != 0 {
+		t.Error("the Read left its sleep flag raised: the writer would ring for nothing")
+	}
+
+	if n, err := a.TryWrite(make([]byte, MinRing)); n != MinRing || err != nil {
+		t.Fatalf("filling the ring: %d, %v", n, err)
+	}
+	wrote := make(chan string, 1)
+	go func() {
+		n, err := a.Write([]byte("more"))
+		wrote <- fmt.Sprintf("%d, %v", n, err)
+	}()
+	asleep(t, a.writing.Load)
+	readQuietly(b, 100)
+	quiet("Write", wrote)
+	a.Wake()
+	if got := woken("Write", wrote); got != "4, <nil>" {
+		t.Fatalf("Write after Wake: %s", got)
+	}
+	if a.out.wwait.Load() != 0 {
+		t.Error("the Write left its sleep flag raised: the reader would ring for nothing")
+	}
+	rest := make([]byte, MinRing-100+4) // what readQuietly left, and "more"
+	if n, err := io.ReadFull(b, rest); err != nil || string(rest[n-4:]) != "more" {
+		t.Fatalf("reading the ring: %d, %v, ends in %q", n, err, rest[n-4:])
 	}
 }
 
