@@ -125,6 +125,8 @@ func (o *collOp) do(c *Comm) error {
 	var pc partColl
 	if c.core.spans {
 		x := c.core.across()
+		x.Enter()
+		defer x.Leave()
 		switch o.k {
 		case coll.KindBarrier:
 			return x.Barrier(r)

@@ -86,6 +86,7 @@ type conn struct {
 	pl       Payload
 	copied   int // payload bytes served from buf (instrumentation for tests)
 	direct   int // payload bytes read straight into handlers' buffers
+	blocked  int // reads that blocked in the kernel (instrumentation for tests)
 
 	// raw gives non-blocking reads (polling, see read) and writes (tryWrite);
 	// nil where the platform or the connection has none. A connection through
@@ -429,11 +430,12 @@ func (c *conn) read(b []byte) (int, error) {
 		return c.nc.Read(b)
 	}
 	start := time.Now()
-	if c.budget > 0 {
+	if c.budget > 0 || c.d.demand.waiting() {
 		if n, err, ok := c.poll(b, start); ok {
 			return n, err
 		}
 	}
+	c.blocked++
 	n, err := c.nc.Read(b)
 	c.settle(time.Since(start))
 	return n, err
@@ -490,7 +492,7 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 		case c.pollErr != errWouldBlock:
 			return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.pollErr}, true
 		}
-		if time.Since(start) >= c.budget {
+		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demand.waiting()) {
 			return 0, nil, false
 		}
 		c.d.wakeRings()

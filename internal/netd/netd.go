@@ -164,6 +164,7 @@ type Device struct {
 	delayShut atomic.Bool    // Close began: delay lines take nothing more
 	closeOnce sync.Once
 
+	demand  Demand
 	ringsMu sync.Mutex                  // serialises changes to rings
 	rings   atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
 }
@@ -561,6 +562,10 @@ func (p *peer) adopt(c *conn) {
 }
 
 // drop removes the ended connection c from p.
+// Demand returns the count of our ranks that wait for another proc, which
+// the engine keeps (see Demand).
+func (d *Device) Demand() *Demand { return &d.demand }
+
 // addRing and dropRing keep d.rings, a list that polling daemons read without
 // a lock, copied on every change: connections come and go rarely.
 func (d *Device) addRing(sc *shm.Conn) {

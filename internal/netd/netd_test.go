@@ -89,6 +89,7 @@ type rec struct {
 	ok      bool // payload matched payloadOf
 	copied  int  // payload bytes the Payload served from its buffer
 	direct  int  // payload bytes read straight into the handler's buffer
+	blocked int  // reads of its connection so far that blocked in the kernel
 	partial bool
 }
 
@@ -120,7 +121,7 @@ func readAll(proc int, h *wire.Header, p *Payload) rec {
 	return rec{
 		proc: proc, h: *h,
 		ok:     err == nil && int(h.Source) == proc && bytes.Equal(buf, payloadOf(proc, int(h.Tag), h.Seq, int(h.Frag))),
-		copied: p.c.copied - c0, direct: p.c.direct - d0,
+		copied: p.c.copied - c0, direct: p.c.direct - d0, blocked: p.c.blocked,
 	}
 }
 

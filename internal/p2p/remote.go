@@ -74,7 +74,17 @@ func newPeer(wd *World, proc int) *peer {
 }
 
 // Connect gives the world its network device. Call it before any rank runs.
-func (wd *World) Connect(n Net) { wd.net = n }
+// A device that counts the ranks waiting for other procs (netd.Device) is
+// told of every parked wait.
+func (wd *World) Connect(n Net) {
+	wd.net = n
+	if d, ok := n.(demander); ok {
+		wd.demand = d.Demand()
+	}
+}
+
+// demander is a Net that polls harder while ranks wait (netd.Device).
+type demander interface{ Demand() *netd.Demand }
 
 // lostErr is the error of an operation whose other proc was lost, once p is lost
 // (fail stores the cause first). A loss aborts the job, so it is ErrAborted, which

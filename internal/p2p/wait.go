@@ -70,6 +70,7 @@ func (ep *Endpoint) park(rs []*Request) bool {
 		r.waiter.Store(w)
 	}
 	ep.parked.Add(1)
+	ep.World.demand.Add() // whether it waits for another proc or not: cheaper than finding out
 	ok := true
 loop:
 	for {
@@ -89,6 +90,7 @@ loop:
 			break loop
 		}
 	}
+	ep.World.demand.Done()
 	ep.parked.Add(-1)
 	for _, r := range rs {
 		r.waiter.CompareAndSwap(w, nil)

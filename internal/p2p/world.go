@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/topo"
 )
 
@@ -59,6 +60,7 @@ type World struct {
 	self   int          // our proc in layout
 	peers  []*peer      // by proc; nil for ours
 	net    Net          // how messages reach the other procs
+	demand *netd.Demand // the device's count of parked ranks; nil without one
 }
 
 // NewWorld makes the endpoints of n ranks.

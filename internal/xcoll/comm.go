@@ -49,6 +49,7 @@ const (
 	tagRoot                    // proc index 0 to the root's proc
 	tagDirect                  // one leader straight to another (more.go)
 	tagAlarm                   // a leader found procs making different calls: see alarm
+	tagRound                   // round r of a dissemination is tagRound+r
 )
 
 // kind names a collective as internal/coll does.
@@ -116,6 +117,14 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 	}
 	return c
 }
+
+// Enter and Leave bracket a rank's collective call on c. While a rank of this
+// proc is in one, the device's receive daemons poll on (netd.Demand): the
+// leader's local steps between two messages outlast a crowded host's poll
+// budget, and a daemon that blocked in the kernel then cost a wake-up at the
+// next message.
+func (c *Comm) Enter() { c.net.demand.Add() }
+func (c *Comm) Leave() { c.net.demand.Done() }
 
 // Local returns the number of ranks in this proc.
 func (c *Comm) Local() int { return len(c.members[c.me]) }
@@ -374,6 +383,27 @@ func (o *call) reduce(acc []byte, fn Fn, err error) ([]byte, error) {
 	return acc, err
 }
 
+// disseminate is the leaders' dissemination barrier: in round r each leader
+// sends to the one 2^r procs after it and waits for the one 2^r before it, so
+// after ceil(log2 procs) rounds each has heard, through some chain, from every
+// other, and a fault found anywhere has reached it. Its rounds are half the
+// steps of a reduction and a broadcast (2 rounds against 4 message hops for 4
+// procs, each hop a wait for another proc to run on a crowded host), for
+// p*ceil(log2 p) messages instead of 2(p-1).
+func (o *call) disseminate(err error) error {
+	p, me := len(o.c.procs), o.c.me
+	for r, d := int32(0), 1; d < p; r, d = r+1, d*2 {
+		if err = o.send((me+d)%p, tagRound+r, nil, err); err == coll.ErrAborted {
+			return err
+		}
+		_, rerr := o.recv((me-d+p)%p, tagRound+r)
+		if err = worse(err, rerr); err == coll.ErrAborted {
+			return err
+		}
+	}
+	return err
+}
+
 // lengths is the fault of two ranks whose buffers differ in length (in bytes).
 func (o *call) lengths(a, la, b, lb int) *errs.Error {
 	el := max(o.elem, 1)
@@ -470,15 +500,14 @@ func (o *call) finish(out *outcome, err error) error {
 	return err
 }
 
-// Barrier returns once every rank of c has called it: a local barrier, a
-// reduction of nothing to proc index 0 and a broadcast back, and the release.
+// Barrier returns once every rank of c has called it: a local barrier, the
+// leaders' dissemination, and the release.
 func (c *Comm) Barrier(rank int) error {
 	o := c.start(rank, coll.KindBarrier, 0, 0)
 	o.arrive(coll.Part{})
 	err := o.sameCall(o.fromLocal(c.local.Barrier(o.lr)))
 	if o.leader() {
-		_, err = o.reduce(nil, nil, err)
-		_, err = o.bcast(0, nil, err)
+		err = o.disseminate(err)
 	}
 	out, rerr := o.release(err, nil)
 	return o.finish(out, worse(err, rerr))

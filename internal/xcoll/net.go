@@ -37,6 +37,7 @@ type Net struct {
 	aborted <-chan struct{} // the world's: closed when the job ends abnormally
 	onLost  func(proc int)  // told when a proc is lost, before waiters are released
 	dev     Sender          // set by Connect
+	demand  *netd.Demand    // the device's count of waiting ranks, or nil
 	mu      sync.Mutex      // guards boxes and watches
 	boxes   map[name]*box   // messages under way or waiting for their receiver
 	watches map[callKey]*watch
@@ -113,8 +114,14 @@ func NewNet(self int, aborted <-chan struct{}, onLost func(proc int)) *Net {
 }
 
 // Connect gives n the device it sends with; it must be called before the first
-// collective.
-func (n *Net) Connect(dev Sender) { n.dev = dev }
+// collective. A device that counts the ranks waiting for other procs
+// (netd.Device) is told of every wait.
+func (n *Net) Connect(dev Sender) {
+	n.dev = dev
+	if d, ok := dev.(interface{ Demand() *netd.Demand }); ok {
+		n.demand = d.Demand()
+	}
+}
 
 // Self returns our proc's index.
 func (n *Net) Self() int { return n.self }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +184,44 @@ var layouts = [][]int{{0, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 1, 1}, {0, 0, 1, 1, 
 func firstFn(in, inout []byte) {
 	for i := 0; i+1 < len(in); i += 2 {
 		inout[i], inout[i+1] = in[i], in[i+1]+inout[i+1]
+	}
+}
+
+// TestBarrierHolds: no rank leaves a Barrier before every rank has come to it,
+// for every count of procs up to 9 (the dissemination's rounds reach past the
+// first power of two) and for the layouts above, with ranks arriving late at
+// random.
+func TestBarrierHolds(t *testing.T) {
+	all := slices.Clone(layouts)
+	for procs := 1; procs <= 9; procs++ {
+		oneEach := make([]int, procs)
+		for p := range oneEach {
+			oneEach[p] = p
+		}
+		all = append(all, oneEach)
+	}
+	const rounds = 30
+	for _, procOf := range all {
+		n := len(procOf)
+		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+			var came [rounds]atomic.Int32
+			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+				rng := rand.New(rand.NewPCG(uint64(r), 7))
+				for round := range rounds {
+					if rng.IntN(4) == 0 {
+						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+					}
+					came[round].Add(1)
+					if err := c.Barrier(r); err != nil {
+						return err
+					}
+					if k := came[round].Load(); k != int32(n) {
+						return fmt.Errorf("round %d: left the Barrier when %d of %d ranks had come", round, k, n)
+					}
+				}
+				return nil
+			}))
+		})
 	}
 }
 

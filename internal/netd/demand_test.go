@@ -1,0 +1,47 @@
+package netd
+
+import (
+	"testing"
+	"time"
+)
+
+// TestDemand: while a rank of the receiving proc waits (Demand), its daemon
+// polls on past its budget, so messages spaced far wider than the budget find it
+// polling; with nobody waiting, each finds it blocked in the kernel.
+func TestDemand(t *testing.T) {
+	const msgs, gap = 20, 2 * time.Millisecond // gap: over the budget, under demandPoll
+	for name, tweak := range map[string]func(int, *Config, *tproc){"tcp": nil, "shm": overShm(t)} {
+		for _, waiting := range []bool{false, true} {
+			t.Run(name, func(t *testing.T) {
+				noLeaks(t)
+				ps := startJob(t, 2, func(i int, cfg *Config, p *tproc) {
+					if tweak != nil {
+						tweak(i, cfg, p)
+					}
+					cfg.Spin = 20 * time.Microsecond
+				})
+				if waiting {
+					ps[1].dev.Demand().Add()
+					defer ps[1].dev.Demand().Done()
+				}
+				for seq := range uint64(msgs) {
+					time.Sleep(gap)
+					if err := ps[0].dev.Send(1, ChannelP2P, message(ChannelP2P, 0, 0, seq, 8), payloadOf(0, 0, seq, 8)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				hd := ps[1].p2p
+				waitFor(t, "the messages", func() bool { return hd.count() == msgs })
+				recs := hd.records()
+				checkOrder(t, recs, msgs)
+				blocked := recs[msgs-1].blocked - recs[0].blocked // the first may find the daemon blocked either way
+				switch {
+				case waiting && blocked > msgs/4:
+					t.Errorf("a rank waits: the daemon blocked in the kernel %d times for %d messages %v apart, want at most %d", blocked, msgs-1, gap, msgs/4)
+				case !waiting && blocked < msgs/2:
+					t.Errorf("nobody waits: the daemon blocked in the kernel %d times for %d messages %v apart, want at least %d (its budget is 20µs)", blocked, msgs-1, gap, msgs/2)
+				}
+			})
+		}
+	}
+}
