@@ -404,6 +404,92 @@ func (o *call) disseminate(err error) error {
 	return err
 }
 
+// exchangeMax is the largest Allreduce (bytes per rank) whose leaders exchange
+// by recursive doubling rather than reduce to proc index 0 and broadcast back:
+// log2 P rounds against 2 log2 P hops, but every leader sends its whole vector
+// each round, P log2 P vectors on the network against 2(P-1).
+const exchangeMax = 64 << 10
+
+// exchange is the leaders' Allreduce by recursive doubling, in proc order for a
+// non-commutative fn (MPICH's scheme). With pof2 the largest power of two up to
+// P and rem = P - pof2, the first 2 rem procs pair up: the even one hands its
+// acc to the odd one, which folds it on its left, and sits out. The pof2 procs
+// left, renumbered in order, then swap their folds with the one mask away for
+// each mask < pof2, the lower one's fold on the left, so that each holds the
+// fold of a block of procs twice as long after each round; at the end the odd
+// ones hand the whole back. A fault travels in place of data, and reaches every
+// leader, since every fold depends on every proc.
+func (o *call) exchange(acc []byte, fn Fn, err error) ([]byte, error) {
+	p, me := len(o.c.procs), o.c.me
+	pof2 := 1
+	for 2*pof2 <= p {
+		pof2 *= 2
+	}
+	rem := p - pof2
+	// fold sets acc to lo op hi, where one of them is acc and the other in,
+	// from leader peer, unless either side already failed.
+	fold := func(in []byte, rerr error, peer int, inLeft bool) {
+		if err = worse(err, rerr); err != nil || fn == nil {
+			return
+		}
+		if len(in) != len(acc) {
+			err = o.lengths(o.c.members[me][0], len(acc), o.c.members[peer][0], len(in))
+			return
+		}
+		if inLeft {
+			err = o.combine(fn, in, acc)
+			return
+		}
+		if err = o.combine(fn, acc, in); err == nil {
+			acc = in
+		}
+	}
+	newrank := me - rem
+	if me < 2*rem {
+		if me%2 == 0 {
+			if err = o.send(me+1, tagUp, acc, err); err == coll.ErrAborted {
+				return nil, err
+			}
+			newrank = -1
+		} else {
+			in, rerr := o.recv(me-1, tagUp)
+			if rerr == coll.ErrAborted {
+				return nil, rerr
+			}
+			fold(in, rerr, me-1, true)
+			newrank = me / 2
+		}
+	}
+	if newrank >= 0 {
+		for r, mask := int32(0), 1; mask < pof2; r, mask = r+1, mask*2 {
+			dst := newrank ^ mask
+			if dst < rem {
+				dst = 2*dst + 1
+			} else {
+				dst += rem
+			}
+			if err = o.send(dst, tagRound+r, acc, err); err == coll.ErrAborted {
+				return nil, err
+			}
+			in, rerr := o.recv(dst, tagRound+r)
+			if rerr == coll.ErrAborted {
+				return nil, rerr
+			}
+			fold(in, rerr, dst, dst < me)
+		}
+	}
+	if me < 2*rem {
+		if me%2 == 1 {
+			err = o.send(me-1, tagDown, acc, err)
+		} else {
+			var rerr error
+			acc, rerr = o.recv(me+1, tagDown)
+			err = worse(err, rerr)
+		}
+	}
+	return acc, err
+}
+
 // lengths is the fault of two ranks whose buffers differ in length (in bytes).
 func (o *call) lengths(a, la, b, lb int) *errs.Error {
 	el := max(o.elem, 1)
@@ -569,16 +655,22 @@ func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn Fn, commutati
 func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn, commutative bool) error {
 	o := c.start(rank, k, root, elem)
 	o.arrive(coll.Part{})
+	folds := c.consecutive || commutative // the leaders can fold in proc order
+	exchange := k == coll.KindAllreduce && folds && len(send) <= exchangeMax
 	var total []byte
 	var err error
-	if c.consecutive || commutative {
+	if folds {
 		var acc []byte
 		if o.leader() {
 			acc = make([]byte, len(send))
 		}
 		err = o.sameCall(o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0)))
 		if o.leader() && err != coll.ErrAborted {
-			total, err = o.reduce(acc, fn, err)
+			if exchange {
+				total, err = o.exchange(acc, fn, err)
+			} else {
+				total, err = o.reduce(acc, fn, err)
+			}
 		}
 	} else {
 		blobs, gerr := o.collect(send, elem)
@@ -587,7 +679,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 			total, err = o.fold(blobs, len(send), fn)
 		}
 	}
-	if o.leader() {
+	if o.leader() && !exchange {
 		if k == coll.KindAllreduce {
 			total, err = o.bcast(0, total, err)
 		} else {

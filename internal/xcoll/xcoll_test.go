@@ -225,6 +225,57 @@ func TestBarrierHolds(t *testing.T) {
 	}
 }
 
+// matMul is a non-commutative reduction on 2x2 matrices of bytes (mod 256),
+// four bytes each: inout = in x inout.
+func matMul(in, inout []byte) {
+	for i := 0; i+3 < len(in); i += 4 {
+		a, b := in[i:i+4], inout[i:i+4]
+		b[0], b[1], b[2], b[3] = a[0]*b[0]+a[1]*b[2], a[0]*b[1]+a[1]*b[3], a[2]*b[0]+a[3]*b[2], a[2]*b[1]+a[3]*b[3]
+	}
+}
+
+// TestAllreduceOrder: a non-commutative Allreduce folds the ranks' operands in
+// rank order on every rank, for every count of procs up to 9 (the leaders'
+// recursive doubling folds the first 2(P-pof2) procs in pairs first) and for
+// the layouts above, with buffers of one to three matrices.
+func TestAllreduceOrder(t *testing.T) {
+	all := slices.Clone(layouts)
+	for procs := 1; procs <= 9; procs++ {
+		oneEach := make([]int, procs)
+		for p := range oneEach {
+			oneEach[p] = p
+		}
+		all = append(all, oneEach)
+	}
+	operand := func(r, k int) []byte { return []byte{1, byte(r + 1 + k), byte((r + 2*k) % 3), 1} }
+	for _, procOf := range all {
+		n := len(procOf)
+		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+				for mats := 1; mats <= 3; mats++ {
+					send, want := make([]byte, 0, 4*mats), make([]byte, 0, 4*mats)
+					for k := range mats {
+						send = append(send, operand(r, k)...)
+						prod := operand(n-1, k)
+						for q := n - 2; q >= 0; q-- {
+							matMul(operand(q, k), prod)
+						}
+						want = append(want, prod...)
+					}
+					got := make([]byte, len(send))
+					if err := c.Allreduce(r, send, got, 4, matMul, false); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, want) {
+						return fmt.Errorf("%d matrices: %v, want %v", mats, got, want)
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}
+
 func TestCollectives(t *testing.T) {
 	for _, procOf := range layouts {
 		n := len(procOf)
