@@ -348,24 +348,29 @@ func (o *call) bcast(root int, data []byte, err error) ([]byte, error) {
 	return data, err
 }
 
-// reduce is the leaders' binomial tree towards proc index 0, folding in proc
-// order: a leader whose acc holds the fold of procs [me, me+mask) takes from its
-// child the fold of [me+mask, me+2*mask) and computes acc op child. Leader 0 ends
-// with the fold of every proc's acc; the others return nil data. With a nil fn
-// (Barrier) nothing is folded.
-func (o *call) reduce(acc []byte, fn Fn, err error) ([]byte, error) {
+// reduce is the leaders' binomial tree towards proc index root, folding in the
+// order of procs counted from root: a leader whose acc holds the fold of procs
+// [me, me+mask) (relative to root) takes from its child the fold of
+// [me+mask, me+2*mask) and computes acc op child. Rooted at 0 that is proc
+// order, which a non-commutative fn needs. The root ends with the fold of every
+// proc's acc; the others return nil data. With a nil fn (Barrier) nothing is
+// folded.
+func (o *call) reduce(root int, acc []byte, fn Fn, err error) ([]byte, error) {
 	if err == coll.ErrAborted {
 		return nil, err
 	}
-	p, me := len(o.c.procs), o.c.me
+	p := len(o.c.procs)
+	rel := (o.c.me - root + p) % p
+	abs := func(rel int) int { return (rel + root) % p }
 	for mask := 1; mask < p; mask <<= 1 {
-		if me&mask != 0 {
-			return nil, o.send(me-mask, tagUp, acc, err)
+		if rel&mask != 0 {
+			return nil, o.send(abs(rel-mask), tagUp, acc, err)
 		}
-		if me+mask >= p {
+		if rel+mask >= p {
 			continue
 		}
-		in, rerr := o.recv(me+mask, tagUp)
+		child := abs(rel + mask)
+		in, rerr := o.recv(child, tagUp)
 		if err = worse(err, rerr); err == coll.ErrAborted {
 			return nil, err
 		}
@@ -373,7 +378,7 @@ func (o *call) reduce(acc []byte, fn Fn, err error) ([]byte, error) {
 			continue
 		}
 		if len(in) != len(acc) {
-			err = o.lengths(o.c.members[me][0], len(acc), o.c.members[me+mask][0], len(in))
+			err = o.lengths(o.c.members[o.c.me][0], len(acc), o.c.members[child][0], len(in))
 			continue
 		}
 		if err = o.combine(fn, acc, in); err == nil {
@@ -657,6 +662,12 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 	o.arrive(coll.Part{})
 	folds := c.consecutive || commutative // the leaders can fold in proc order
 	exchange := k == coll.KindAllreduce && folds && len(send) <= exchangeMax
+	// A commutative Reduce folds up a tree rooted at the root's proc; in proc
+	// order (rooted at proc index 0) the result takes one more hop to the root.
+	top := 0
+	if k == coll.KindReduce && commutative {
+		top = c.procOf[root]
+	}
 	var total []byte
 	var err error
 	if folds {
@@ -669,7 +680,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 			if exchange {
 				total, err = o.exchange(acc, fn, err)
 			} else {
-				total, err = o.reduce(acc, fn, err)
+				total, err = o.reduce(top, acc, fn, err)
 			}
 		}
 	} else {
@@ -680,9 +691,10 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 		}
 	}
 	if o.leader() && !exchange {
-		if k == coll.KindAllreduce {
+		switch {
+		case k == coll.KindAllreduce:
 			total, err = o.bcast(0, total, err)
-		} else {
+		case top == 0:
 			total, err = o.toRoot(total, err)
 		}
 	}

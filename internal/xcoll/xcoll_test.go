@@ -300,8 +300,8 @@ func TestCollectives(t *testing.T) {
 						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
 							return err
 						}
-						if r == root && !commutative && !bytes.Equal(got, []byte{0, byte(n)}) {
-							return fmt.Errorf("Reduce to %d: %v, want [0 %d]", root, got, n)
+						if r == root && (got[1] != byte(n) || !commutative && got[0] != 0) {
+							return fmt.Errorf("Reduce to %d (commutative %v): %v, want [0 %d] ([x %[4]d] if commutative)", root, commutative, got, n)
 						}
 						if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
 							return err
