@@ -61,16 +61,16 @@ func FuzzDeliver(f *testing.F) {
 			if err != nil {
 				break // the job ends: the connection is closed
 			}
-			if bx := n.boxes[name{h.Context, h.Seq, h.Tag, proc}]; bx.isDone() {
+			if bx := n.allBoxes()[name{h.Context, h.Seq, h.Tag, proc}]; bx != nil && bx.isDone() {
 				whole = append(whole, key{proc, h})
 			}
 		}
-		held := 0
-		for _, b := range n.boxes {
+		held, boxes := 0, n.allBoxes()
+		for _, b := range boxes {
 			held += cap(b.buf)
 		}
-		if held > 2*sent+len(n.boxes)*n.eager {
-			t.Fatalf("%d bytes held for %d sent in %d messages", held, sent, len(n.boxes))
+		if held > 2*sent+len(boxes)*n.eager {
+			t.Fatalf("%d bytes held for %d sent in %d messages", held, sent, len(boxes))
 		}
 		for _, w := range whole {
 			m, err := n.Recv(w.proc, w.h.Context, w.h.Seq, w.h.Tag, w.h.SendReq)
@@ -79,12 +79,25 @@ func FuzzDeliver(f *testing.F) {
 			}
 		}
 		n.Lost(1, errors.New("gone"))
-		for k, b := range n.boxes {
+		for k, b := range n.allBoxes() {
 			if _, err := n.Recv(k.proc, k.ctx, k.seq, k.tag, 0); err == nil && !b.isDone() {
 				t.Fatalf("a Recv of an unfinished message returned after Lost without an error")
 			}
 		}
 	})
+}
+
+// allBoxes returns every message n holds, by name.
+func (n *Net) allBoxes() map[name]*box {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	all := map[name]*box{}
+	for k, m := range n.calls {
+		for _, b := range m.boxes {
+			all[name{k.ctx, k.seq, b.tag, b.proc}] = b
+		}
+	}
+	return all
 }
 
 // frag encodes one fragment of FuzzDeliver's input.
