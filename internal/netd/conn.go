@@ -345,6 +345,8 @@ func (c *conn) receive() {
 	_ = c.nc.Close()
 	if c.shm != nil {
 		c.d.dropRing(c.shm)
+	} else {
+		c.d.sockets.Add(-1)
 	}
 	c.p.drop(c)
 	if err == errByPeer || c.state.Load() == stateClosing {
@@ -430,7 +432,7 @@ func (c *conn) read(b []byte) (int, error) {
 		return c.nc.Read(b)
 	}
 	start := time.Now()
-	if c.budget > 0 || c.d.demand.waiting() {
+	if c.budget > 0 || c.d.demanded() {
 		if n, err, ok := c.poll(b, start); ok {
 			return n, err
 		}
@@ -492,7 +494,7 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 		case c.pollErr != errWouldBlock:
 			return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.pollErr}, true
 		}
-		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demand.waiting()) {
+		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demanded()) {
 			return 0, nil, false
 		}
 		c.d.wakeRings()

@@ -29,7 +29,13 @@ func (d *Demand) Done() {
 	}
 }
 
-func (d *Demand) waiting() bool { return d.n.Load() > 0 }
+// demanded says whether d's daemons should poll on past their budget: a rank
+// waits, and every connection of d is a ring. A daemon that polls keeps the
+// scheduler from the network poller; a ring asleep there is woken by the
+// polling daemons (wakeRings), but a socket's daemon would wait for them to
+// stop, up to demandPoll (at one P per proc, the crowded host's share; with
+// more, an idle P blocks in the poller and would catch it at once).
+func (d *Device) demanded() bool { return d.demand.n.Load() > 0 && d.sockets.Load() == 0 }
 
 // demandPoll bounds how long a daemon polls for a waiting rank: a wait longer
 // than that is for a proc that computes, and polling would take its CPU.

@@ -165,6 +165,7 @@ type Device struct {
 	closeOnce sync.Once
 
 	demand  Demand
+	sockets atomic.Int32                // open connections that are not rings: see demanded
 	ringsMu sync.Mutex                  // serialises changes to rings
 	rings   atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
 }
@@ -540,6 +541,8 @@ func (p *peer) register(c *conn) error {
 	d.wg.Add(1)
 	if c.shm != nil {
 		d.addRing(c.shm) // until its receive daemon ends
+	} else {
+		d.sockets.Add(1)
 	}
 	go c.receive()
 	p.mu.Unlock()
