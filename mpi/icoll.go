@@ -5,6 +5,7 @@ import (
 
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
 // Nonblocking collectives. Ibarrier, Ibcast, Ireduce, ... take the arguments of
@@ -121,45 +122,58 @@ type partColl interface {
 // do runs the collective on the calling rank's goroutine or its queue's, and
 // returns the engine's error.
 func (o *collOp) do(c *Comm) error {
-	r, p := c.rank, &o.p
-	var pc partColl
-	if c.core.spans {
-		x := c.core.across()
-		x.Enter()
-		defer x.Leave()
-		switch o.k {
-		case coll.KindBarrier:
-			return x.Barrier(r)
-		case coll.KindBcast:
-			return x.Bcast(r, p.Send, o.el, o.root)
-		case coll.KindReduce:
-			return x.Reduce(r, p.Send, p.Recv, o.el, o.fn, o.commutative, o.root)
-		case coll.KindAllreduce:
-			return x.Allreduce(r, p.Send, p.Recv, o.el, o.fn, o.commutative)
-		case coll.KindGather:
-			return x.Gather(r, p.Send, p.Recv, o.el, o.root)
-		case coll.KindAllgather:
-			return x.Allgather(r, p.Send, p.Recv, o.el)
-		}
-		pc = x
-	} else {
-		l := c.core.coll
-		switch o.k {
-		case coll.KindBarrier:
-			return l.Barrier(r)
-		case coll.KindBcast:
-			return l.Bcast(r, p.Send, o.el, o.root)
-		case coll.KindReduce:
-			return l.Reduce(r, p.Send, p.Recv, o.el, o.fn, o.root)
-		case coll.KindAllreduce:
-			return l.Allreduce(r, p.Send, p.Recv, o.el, o.fn)
-		case coll.KindGather:
-			return l.Gather(r, *p, o.el, o.root)
-		case coll.KindAllgather:
-			return l.Allgather(r, *p, o.el)
-		}
-		pc = l
+	if !c.core.spans {
+		return o.local(c.rank, c.core.coll)
 	}
+	x := c.core.across()
+	x.Enter() // the device's daemons poll on while we are inside it
+	defer x.Leave()
+	return o.across(c.rank, x)
+}
+
+// across runs the collective as rank r of a communicator that spans procs.
+func (o *collOp) across(r int, x *xcoll.Comm) error {
+	p := &o.p
+	switch o.k {
+	case coll.KindBarrier:
+		return x.Barrier(r)
+	case coll.KindBcast:
+		return x.Bcast(r, p.Send, o.el, o.root)
+	case coll.KindReduce:
+		return x.Reduce(r, p.Send, p.Recv, o.el, o.fn, o.commutative, o.root)
+	case coll.KindAllreduce:
+		return x.Allreduce(r, p.Send, p.Recv, o.el, o.fn, o.commutative)
+	case coll.KindGather:
+		return x.Gather(r, p.Send, p.Recv, o.el, o.root)
+	case coll.KindAllgather:
+		return x.Allgather(r, p.Send, p.Recv, o.el)
+	}
+	return o.parts(r, x)
+}
+
+// local runs the collective as rank r of a communicator within this proc.
+func (o *collOp) local(r int, l *coll.Comm) error {
+	p := &o.p
+	switch o.k {
+	case coll.KindBarrier:
+		return l.Barrier(r)
+	case coll.KindBcast:
+		return l.Bcast(r, p.Send, o.el, o.root)
+	case coll.KindReduce:
+		return l.Reduce(r, p.Send, p.Recv, o.el, o.fn, o.root)
+	case coll.KindAllreduce:
+		return l.Allreduce(r, p.Send, p.Recv, o.el, o.fn)
+	case coll.KindGather:
+		return l.Gather(r, *p, o.el, o.root)
+	case coll.KindAllgather:
+		return l.Allgather(r, *p, o.el)
+	}
+	return o.parts(r, l)
+}
+
+// parts runs the collectives that both engines take as coll.Parts.
+func (o *collOp) parts(r int, pc partColl) error {
+	p := &o.p
 	switch o.k {
 	case coll.KindScatter:
 		return pc.Scatter(r, *p, o.el, o.root)
