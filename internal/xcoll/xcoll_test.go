@@ -234,11 +234,12 @@ func matMul(in, inout []byte) {
 	}
 }
 
-// TestAllreduceOrder: a non-commutative Allreduce folds the ranks' operands in
-// rank order on every rank, for every count of procs up to 9 (the leaders'
-// recursive doubling folds the first 2(P-pof2) procs in pairs first) and for
-// the layouts above, with buffers of one to three matrices.
-func TestAllreduceOrder(t *testing.T) {
+// TestFoldOrder: a non-commutative Allreduce folds the ranks' operands in rank
+// order on every rank, and a Reduce at its root whatever the root, for every
+// count of procs up to 9 (the leaders' recursive doubling folds the first
+// 2(P-pof2) procs in pairs first) and for the layouts above, with buffers of
+// one to three matrices.
+func TestFoldOrder(t *testing.T) {
 	all := slices.Clone(layouts)
 	for procs := 1; procs <= 9; procs++ {
 		oneEach := make([]int, procs)
@@ -267,7 +268,16 @@ func TestAllreduceOrder(t *testing.T) {
 						return err
 					}
 					if !bytes.Equal(got, want) {
-						return fmt.Errorf("%d matrices: %v, want %v", mats, got, want)
+						return fmt.Errorf("Allreduce of %d matrices: %v, want %v", mats, got, want)
+					}
+					for root := range n {
+						clear(got)
+						if err := c.Reduce(r, send, got, 4, matMul, false, root); err != nil {
+							return err
+						}
+						if r == root && !bytes.Equal(got, want) {
+							return fmt.Errorf("Reduce of %d matrices to %d: %v, want %v", mats, root, got, want)
+						}
 					}
 				}
 				return nil
