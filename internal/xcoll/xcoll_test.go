@@ -187,19 +187,26 @@ func firstFn(in, inout []byte) {
 	}
 }
 
-// TestBarrierHolds: no rank leaves a Barrier before every rank has come to it,
-// for every count of procs up to 9 (the dissemination's rounds reach past the
-// first power of two) and for the layouts above, with ranks arriving late at
-// random.
-func TestBarrierHolds(t *testing.T) {
+// withOneEach returns the layouts above and those of one rank in each of 1 to
+// most procs.
+func withOneEach(most int) [][]int {
 	all := slices.Clone(layouts)
-	for procs := 1; procs <= 9; procs++ {
+	for procs := 1; procs <= most; procs++ {
 		oneEach := make([]int, procs)
 		for p := range oneEach {
 			oneEach[p] = p
 		}
 		all = append(all, oneEach)
 	}
+	return all
+}
+
+// TestBarrierHolds: no rank leaves a Barrier before every rank has come to it,
+// for every count of procs up to 9 (the dissemination's rounds reach past the
+// first power of two) and for the layouts above, with ranks arriving late at
+// random.
+func TestBarrierHolds(t *testing.T) {
+	all := withOneEach(9)
 	const rounds = 30
 	for _, procOf := range all {
 		n := len(procOf)
@@ -240,14 +247,7 @@ func matMul(in, inout []byte) {
 // 2(P-pof2) procs in pairs first) and for the layouts above, with buffers of
 // one to three matrices.
 func TestFoldOrder(t *testing.T) {
-	all := slices.Clone(layouts)
-	for procs := 1; procs <= 9; procs++ {
-		oneEach := make([]int, procs)
-		for p := range oneEach {
-			oneEach[p] = p
-		}
-		all = append(all, oneEach)
-	}
+	all := withOneEach(9)
 	operand := func(r, k int) []byte { return []byte{1, byte(r + 1 + k), byte((r + 2*k) % 3), 1} }
 	for _, procOf := range all {
 		n := len(procOf)
