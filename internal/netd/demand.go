@@ -11,7 +11,7 @@ import (
 // CPUs the budget is short (20 µs), the gap between two messages on one link of
 // a collective is longer, and every step then cost a kernel wake-up of a proc
 // queued for the CPU behind the pollers of the others: a 1x4 Barrier took about
-// 300 µs, 30-40 with this. MPI's progress engines poll for as long as a rank
+// 300 µs, 26-70 with this. MPI's progress engines poll for as long as a rank
 // waits; ours do too, and beyond that only for their budget after data, so a
 // proc whose ranks compute leaves the CPU to them.
 type Demand struct{ n atomic.Int32 }

@@ -564,7 +564,6 @@ func (p *peer) adopt(c *conn) {
 	p.mu.Unlock()
 }
 
-// drop removes the ended connection c from p.
 // Demand returns the count of our ranks that wait for another proc, which
 // the engine keeps (see Demand).
 func (d *Device) Demand() *Demand { return &d.demand }
@@ -605,6 +604,7 @@ func (d *Device) wakeRings() {
 	}
 }
 
+// drop removes the ended connection c from p.
 func (p *peer) drop(c *conn) {
 	p.mu.Lock()
 	for i, x := range p.conns {

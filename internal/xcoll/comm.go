@@ -22,11 +22,14 @@ import (
 //
 // Every collective has the same three steps in a proc: a local collective that
 // gives the leader the proc's part (Reduce, Gather, Barrier, or for Bcast at the
-// root's proc the whole Bcast); the leaders' step on the channel (binomial trees
-// rooted at proc index 0 or at the root's proc: each crosses the network procs-1
-// times; Allreduce and Barrier are a reduction up the tree and a broadcast down
-// it, Allgather and Gather a gather to proc index 0 and then a broadcast or one
-// message to the root's proc); and a release, where the leader publishes the
+// root's proc the whole Bcast); the leaders' step on the channel (Bcast and
+// Reduce binomial trees rooted at the root's proc, or for a non-commutative
+// Reduce at proc index 0 and then one message to the root's proc: each crosses
+// the network procs-1 times; Barrier a dissemination and a small Allreduce a
+// recursive doubling, log2 procs rounds each, a large Allreduce a reduction up
+// the tree and a broadcast down it; Allgather and Gather a gather to proc index
+// 0 and then a broadcast or one message to the root's proc); and a release,
+// where the leader publishes the
 // outcome (the error, and the result the others copy) and the proc's ranks meet
 // in a local collective after which each reads it. Every rank of a proc runs the
 // same local collectives whatever happened, so errors never leave the proc's ranks
@@ -353,8 +356,7 @@ func (o *call) bcast(root int, data []byte, err error) ([]byte, error) {
 // [me, me+mask) (relative to root) takes from its child the fold of
 // [me+mask, me+2*mask) and computes acc op child. Rooted at 0 that is proc
 // order, which a non-commutative fn needs. The root ends with the fold of every
-// proc's acc; the others return nil data. With a nil fn (Barrier) nothing is
-// folded.
+// proc's acc; the others return nil data.
 func (o *call) reduce(root int, acc []byte, fn Fn, err error) ([]byte, error) {
 	if err == coll.ErrAborted {
 		return nil, err
@@ -374,7 +376,7 @@ func (o *call) reduce(root int, acc []byte, fn Fn, err error) ([]byte, error) {
 		if err = worse(err, rerr); err == coll.ErrAborted {
 			return nil, err
 		}
-		if err != nil || fn == nil {
+		if err != nil {
 			continue
 		}
 		if len(in) != len(acc) {
@@ -434,7 +436,7 @@ func (o *call) exchange(acc []byte, fn Fn, err error) ([]byte, error) {
 	// fold sets acc to lo op hi, where one of them is acc and the other in,
 	// from leader peer, unless either side already failed.
 	fold := func(in []byte, rerr error, peer int, inLeft bool) {
-		if err = worse(err, rerr); err != nil || fn == nil {
+		if err = worse(err, rerr); err != nil {
 			return
 		}
 		if len(in) != len(acc) {
