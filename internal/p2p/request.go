@@ -34,7 +34,8 @@ type where uint8
 const (
 	nowhere    where = iota
 	postedHere       // an exact posted receive
-	wildHere         // a posted receive with AnySource or AnyTag
+	wildHere         // a posted receive with AnySource and a tag
+	anyHere          // a posted receive with AnyTag
 	unexpHere        // an unexpected message
 )
 
@@ -102,7 +103,7 @@ type Request struct {
 	// bytes carries its data in it.
 	gen    atomic.Uint32 // an eager copy's incarnation, bumped each time it is recycled
 	msgGen uint32        // the incarnation of msg that this send made
-	seq    uint64        // post order, to choose between an exact and a wildcard receive
+	seq    uint64        // a receive's post order, to choose between an exact and a wildcard one; a message's stamp
 	ep     *Endpoint     // endpoint that queues (or queued) it
 	store  []byte        // backing array of an eager copy, kept across reuse
 	inline [16]byte      // the data of an eager copy of up to 16 bytes
@@ -116,7 +117,8 @@ type Request struct {
 	want    int          // bytes a remote receive waits for; then bytes still to come
 	dest    int32        // a remote send's receiving rank, in the world
 	comm    *Comm        // a posted receive's communicator, in errors-return mode: a lost proc fails it
-	_       [8]byte      // pads the Request to 256 bytes, a size class of whole cache lines
+	wakes   uint8        // a posted receive's lanes, whose drains may complete it (see park)
+	_       [7]byte      // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -143,10 +145,10 @@ func (r *Request) Reset() {
 	if r.prev != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.prev, r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, nil, 0, nil
 	}
-	if r.job.Load() != nil || r.firedAt.Load() != 0 || r.from != nil {
+	if r.job.Load() != nil || r.firedAt.Load() != 0 || r.from != nil || r.wakes != 0 {
 		r.job.Store(nil)
 		r.firedAt.Store(0)
-		r.from, r.rid, r.want, r.dest = nil, 0, 0, 0
+		r.from, r.rid, r.want, r.dest, r.wakes = nil, 0, 0, 0, 0
 	}
 	if r.seq != 0 || r.ep != nil || r.comm != nil {
 		r.seq, r.ep, r.comm = 0, nil, nil
