@@ -68,11 +68,12 @@ func (ep *Endpoint) progress(mask uint8, own *Request) {
 // is recycled once received, without a Reset: this sets every field a copy uses, and
 // the queues leave the others as they were (where nowhere, bnext nil).
 func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
+	stamp := ep.stamp() // first: reserve then finds the line of both counters ours
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
 	m := newCopy(buf, k)
-	m.seq = ep.stamp()
+	m.seq = stamp
 	return m
 }
 
