@@ -45,6 +45,9 @@ func (ep *Endpoint) Progress() {
 // receives other than own, it yields the processor: a goroutine woken by it waits
 // on this P until we do.
 func (ep *Endpoint) progress(mask uint8, own *Request) {
+	if !ep.arrivedIn(mask) {
+		return
+	}
 	n := 0
 	for i := range ep.lanes {
 		if mask&(1<<i) == 0 || !ep.lanes[i].arrived() {

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 )
@@ -38,7 +39,7 @@ type lane struct {
 
 func laneOf(tag int32) int { return int(uint32(tag) % lanes) }
 
-// lane returns the lane of tag, which must not be AnyTag.
+// lane returns the lane of tag.
 func (ep *Endpoint) lane(tag int32) *lane { return &ep.lanes[laneOf(tag)] }
 
 // held is what an operation has locked: the lane l of its tag or, with all, every
@@ -194,10 +195,11 @@ func (l *lane) arrived() bool {
 	return l.box.state.Load() == boxFull || l.inbox.Load() != nil
 }
 
-// arrivedIn reports whether a message waits in any lane of mask.
+// arrivedIn reports whether a message waits in any lane of mask. A spinning wait
+// polls it: one lane costs one pass, as an endpoint without lanes would.
 func (ep *Endpoint) arrivedIn(mask uint8) bool {
-	for i := range ep.lanes {
-		if mask&(1<<i) != 0 && ep.lanes[i].arrived() {
+	for m := mask; m != 0; m &= m - 1 {
+		if ep.lanes[bits.TrailingZeros8(m)%lanes].arrived() {
 			return true
 		}
 	}

@@ -338,14 +338,14 @@ func (ep *Endpoint) addProbe(h held, w *waiter) {
 
 // dropProbe undoes addProbe, under the same lock.
 func (ep *Endpoint) dropProbe(h held, w *waiter) {
-	other := func(x *waiter) bool { return x == w }
+	isW := func(x *waiter) bool { return x == w }
 	if h.l == nil {
-		ep.anyProbes = slices.DeleteFunc(ep.anyProbes, other)
+		ep.anyProbes = slices.DeleteFunc(ep.anyProbes, isW)
 		ep.anyTag.Add(-1)
 		ep.parkOn(allLanes, -1)
 		return
 	}
-	h.l.probes = slices.DeleteFunc(h.l.probes, other)
+	h.l.probes = slices.DeleteFunc(h.l.probes, isW)
 	h.l.parked.Add(-1)
 }
 

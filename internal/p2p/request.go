@@ -145,11 +145,12 @@ func (r *Request) Reset() {
 	if r.prev != nil || r.bnext != nil || r.msg != nil || r.bseg != nil || r.err != nil {
 		r.prev, r.bnext, r.msg, r.bseg, r.boff, r.err = nil, nil, nil, nil, 0, nil
 	}
-	if r.job.Load() != nil || r.firedAt.Load() != 0 || r.from != nil || r.wakes != 0 {
+	if r.job.Load() != nil || r.firedAt.Load() != 0 || r.from != nil {
 		r.job.Store(nil)
 		r.firedAt.Store(0)
-		r.from, r.rid, r.want, r.dest, r.wakes = nil, 0, 0, 0, 0
+		r.from, r.rid, r.want, r.dest = nil, 0, 0, 0
 	}
+	r.wakes = 0 // set at every post: clearing it here spares the atomic stores above
 	if r.seq != 0 || r.ep != nil || r.comm != nil {
 		r.seq, r.ep, r.comm = 0, nil, nil
 	}

@@ -114,7 +114,9 @@ func (ep *Endpoint) await(r *Request) bool {
 		if j := r.job.Load(); j != nil {
 			j.help()
 		}
-		ep.progress(r.wakes, r)
+		if ep.arrivedIn(r.wakes) { // inline: the poll of a spin
+			ep.progress(r.wakes, r)
+		}
 		return r.Done()
 	}
 	ok, start := ep.spinFor(ready)
