@@ -25,16 +25,21 @@ type span struct{ off, end int }
 
 // Attach makes mem the rank's Bsend buffer.
 func (ep *Endpoint) Attach(mem []byte) error {
-	if !ep.bsend.CompareAndSwap(nil, &bsendBuf{mem: mem}) {
-		return errs.New(errs.Buffer, "AttachBuffer", errs.None, "a %d-byte buffer is already attached; DetachBuffer it first", len(ep.bsend.Load().mem))
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.bsend != nil {
+		return errs.New(errs.Buffer, "AttachBuffer", errs.None, "a %d-byte buffer is already attached; DetachBuffer it first", len(ep.bsend.mem))
 	}
+	ep.bsend = &bsendBuf{mem: mem}
 	return nil
 }
 
 // Detach waits until every message buffered in the attached buffer has been received,
 // then detaches and returns it.
 func (ep *Endpoint) Detach() ([]byte, error) {
-	b := ep.bsend.Load()
+	ep.mu.Lock()
+	b := ep.bsend
+	ep.mu.Unlock()
 	if b == nil {
 		return nil, errs.New(errs.Buffer, "DetachBuffer", errs.None, "no buffer is attached")
 	}
@@ -55,16 +60,18 @@ func (ep *Endpoint) Detach() ([]byte, error) {
 			return nil, ErrAborted
 		}
 	}
-	if !ep.bsend.CompareAndSwap(b, nil) {
-		return nil, errs.New(errs.Buffer, "DetachBuffer", errs.None, "another DetachBuffer detached the buffer first")
-	}
+	ep.mu.Lock()
+	ep.bsend = nil
+	ep.mu.Unlock()
 	return b.mem, nil
 }
 
 // bufferedCopy copies data into the attached buffer of ep, as a message m with
 // envelope k; it fails when no buffer is attached or none of it is free enough.
 func (ep *Endpoint) bufferedCopy(data []byte, k key, dest int) (*Request, error) {
-	b := ep.bsend.Load()
+	ep.mu.Lock()
+	b := ep.bsend
+	ep.mu.Unlock()
 	if b == nil {
 		return nil, errs.NewMsg(errs.Buffer, "Bsend", int(k.src), dest, int(k.tag), "no buffer is attached (AttachBuffer)")
 	}
@@ -84,7 +91,7 @@ func (ep *Endpoint) bufferedCopy(data []byte, k key, dest int) (*Request, error)
 	i, _ := slices.BinarySearchFunc(b.spans, off, func(s span, off int) int { return s.off - off })
 	b.spans = slices.Insert(b.spans, i, span{off, off + need})
 	b.mu.Unlock()
-	m := &Request{kind: eagerKind, key: k, bseg: b, boff: off, seq: ep.stamp()}
+	m := &Request{kind: eagerKind, key: k, bseg: b, boff: off}
 	m.setBuf(b.mem[off : off+len(data)])
 	copy(b.mem[off:], data)
 	return m, nil

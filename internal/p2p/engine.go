@@ -147,36 +147,39 @@ func (q *queue) match(pat key) *Request {
 	return nil
 }
 
-// Endpoint is one rank's matching engine, split by tag into lanes (see lane). A
-// receive or probe with AnyTag spans the lanes: while one is pending, every
-// operation locks every lane, and messages are ordered across lanes by their
-// stamps, which each sender takes from a counter of its own in the order it sends.
+// Endpoint is one rank's matching engine: its posted receives, the messages that
+// arrived before their receive, and an inbox where senders of small messages leave
+// them without taking the lock. Whoever holds the lock drains the inbox first.
 //
 // The layout keeps what different cores write on different cache lines.
 type Endpoint struct {
-	lanes [lanes]lane
+	// Written by senders of small messages, polled by the rank's waiters: one line.
+	inbox  atomic.Pointer[Request] // eager copies, newest first, through next
+	parked atomic.Int32            // the rank's goroutines parked until a drain
+	box    mailbox                 // one small message
 
-	// AnyTag receives and probes, which span the lanes: changed only with every
-	// lane locked, so that holding one lane's lock is enough to read them.
-	anyTag    atomic.Int32 // pending AnyTag receives and probes: while any, operations lock every lane
-	anyRecvs  list         // posted receives with AnyTag, in post order
-	anyProbes []*waiter    // Probe calls with AnyTag waiting for a message
-	epoch     uint64       // AnyTag receives posted so far: orders them against the lanes' receives
-	_         [8]byte
+	// Matching, under mu: what a sender touches to match a posted receive.
+	mu     spinLock
+	posted queue  // exact posted receives
+	wild   list   // posted receives with AnySource or AnyTag, in post order
+	seq    uint64 // post counter
+
+	unexp    queue     // unexpected messages
+	returned int64     // pool bytes of received eager copies, not yet given back
+	probes   []*waiter // Probe calls waiting for a message
 
 	// Read by every sender to this rank, written once: a line that stays shared.
 	World *World
-	Rank  int                      // rank in the world
-	peer  *peer                    // the proc of a rank of another proc; nil for ours
-	bsend atomic.Pointer[bsendBuf] // the buffer attached by this rank, if any
+	Rank  int       // rank in the world
+	peer  *peer     // the proc of a rank of another proc; nil for ours
+	bsend *bsendBuf // the buffer attached by this rank, if any
 	_     [32]byte
 
 	// Written by this rank at every send: a line of its own, or each send would
 	// take the line above away from the senders to this rank.
-	credit atomic.Int64  // pool bytes this rank may still charge for eager copies it sends
-	sent   atomic.Uint64 // messages sent so far: each one's stamp
-	spin   atomic.Int64  // adaptive spin budget in ns, see spinFor
-	_      [40]byte
+	credit atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
+	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
+	_      [48]byte
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {
@@ -184,56 +187,37 @@ func (ep *Endpoint) init(wd *World, rank int) {
 	ep.spin.Store(int64(wd.cfg.Spin))
 }
 
-// stamp numbers a message this rank sends, for AnyTag matching at its receiver.
-func (ep *Endpoint) stamp() uint64 { return ep.sent.Add(1) }
-
 func wildcard(pat key) bool { return pat.src == AnySource || pat.tag == AnyTag }
 
 func matches(pat, k key) bool {
 	return pat.ctx == k.ctx && (pat.src == k.src || pat.src == AnySource) && (pat.tag == k.tag || pat.tag == AnyTag)
 }
 
-// laneSeqBits is the low bits of a posted receive's seq: its lane's post count; the
-// high bits are the AnyTag receives posted before it (epoch).
-const laneSeqBits = 40
-
-// post queues a receive. Caller holds its lane (every lane for AnyTag).
+// post queues a receive. Caller holds ep.mu.
 func (ep *Endpoint) post(r *Request) {
+	ep.seq++
+	r.seq = ep.seq
 	r.ep = ep
-	if r.key.tag == AnyTag {
-		ep.epoch++
-		r.seq, r.wakes, r.where = ep.epoch<<laneSeqBits, allLanes, anyHere
-		ep.anyRecvs.push(r)
-		ep.anyTag.Add(1)
-		return
-	}
-	i := laneOf(r.key.tag)
-	l := &ep.lanes[i]
-	l.seq++
-	r.seq, r.wakes = ep.epoch<<laneSeqBits|l.seq, 1<<i
-	if r.key.src == AnySource {
+	if wildcard(r.key) {
 		r.where = wildHere
-		l.wild.push(r)
+		ep.wild.push(r)
 		return
 	}
 	r.where = postedHere
-	l.posted.push(r)
+	ep.posted.push(r)
 }
 
 // takePosted removes and returns the earliest posted receive matching envelope k,
-// or nil. Caller holds k's lane.
+// or nil. Caller holds ep.mu.
 func (ep *Endpoint) takePosted(k key) *Request {
-	l := ep.lane(k.tag)
-	r := l.posted.first(k)
-	for _, wild := range [...]*list{&l.wild, &ep.anyRecvs} {
-		for w := wild.head; w != nil; w = w.next {
-			if r != nil && w.seq > r.seq {
-				break
-			}
-			if matches(w.key, k) {
-				r = w
-				break
-			}
+	r := ep.posted.first(k)
+	for w := ep.wild.head; w != nil; w = w.next {
+		if r != nil && w.seq > r.seq {
+			break
+		}
+		if matches(w.key, k) {
+			r = w
+			break
 		}
 	}
 	if r != nil {
@@ -242,59 +226,33 @@ func (ep *Endpoint) takePosted(k key) *Request {
 	return r
 }
 
-// queue adds an unexpected message. Caller holds its lane.
+// queue adds an unexpected message. Caller holds ep.mu.
 func (ep *Endpoint) queue(m *Request) {
-	l := ep.lane(m.key.tag)
 	m.ep = ep
 	m.where = unexpHere
-	l.unexp.push(m)
-	for _, w := range l.probes {
-		w.ring()
-	}
-	for _, w := range ep.anyProbes {
+	ep.unexp.push(m)
+	for _, w := range ep.probes {
 		w.ring()
 	}
 }
 
-// firstMsg returns the earliest unexpected message matching pat. For AnyTag that
-// is the least stamp among every lane's matches: a sender's messages are stamped in
-// the order sent (those of different senders have no order to keep). Caller holds
-// pat's lane (every lane for AnyTag).
-func (ep *Endpoint) firstMsg(pat key) *Request {
-	if pat.tag != AnyTag {
-		return ep.lane(pat.tag).unexp.match(pat)
-	}
-	var first *Request
-	for i := range ep.lanes {
-		for e := ep.lanes[i].unexp.order.head; e != nil; e = e.next {
-			if matches(pat, e.key) && (first == nil || e.seq < first.seq) {
-				first = e
-			}
-		}
-	}
-	return first
-}
-
-// dequeue takes r out of whichever queue holds it. Caller holds its lane.
+// dequeue takes r out of whichever queue holds it. Caller holds ep.mu.
 func (ep *Endpoint) dequeue(r *Request) {
 	switch r.where {
 	case postedHere:
-		ep.lane(r.key.tag).posted.remove(r)
+		ep.posted.remove(r)
 	case wildHere:
-		ep.lane(r.key.tag).wild.remove(r)
-	case anyHere:
-		ep.anyRecvs.remove(r)
-		ep.anyTag.Add(-1)
+		ep.wild.remove(r)
 	case unexpHere:
-		ep.lane(r.key.tag).unexp.remove(r)
+		ep.unexp.remove(r)
 	}
 	r.where = nowhere
 }
 
 // withdraw takes r out of its queue if it is still there, and reports whether it was.
 func (ep *Endpoint) withdraw(r *Request) bool {
-	h := ep.lockEvery()
-	defer h.unlock()
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
 	if r.where == nowhere {
 		return false
 	}

@@ -187,8 +187,8 @@ func TestSpinAdapts(t *testing.T) {
 
 // TestCacheLineLayout pins the layout that keeps a hand-off between cores to few
 // cache lines: a Request's matching state and completion flag share its first line,
-// a lane's inbox and lock, and an Endpoint's lanes, what senders read and its own
-// counters are on lines of their own, and Requests
+// an Endpoint's inbox, lock, what senders read and its own counters are on lines of
+// their own, and Requests
 // and Endpoints start on line boundaries.
 func TestCacheLineLayout(t *testing.T) {
 	if got := unsafe.Offsetof(Request{}.waiter); got != 64 || unsafe.Offsetof(Request{}.job)%64 != 0 {
@@ -200,22 +200,15 @@ func TestCacheLineLayout(t *testing.T) {
 	if got := unsafe.Sizeof(Endpoint{}); got%64 != 0 {
 		t.Errorf("an Endpoint is %d bytes, not whole cache lines", got)
 	}
-	var l lane
-	if got := unsafe.Sizeof(l); got%64 != 0 {
-		t.Errorf("a lane is %d bytes, not whole cache lines", got)
-	}
-	if got := unsafe.Offsetof(l.mu); got != 64 {
-		t.Errorf("a lane's lock starts at %d, want 64: the inbox line is the senders'", got)
-	}
-	if got := unsafe.Offsetof(l.seq); got >= 128 {
-		t.Errorf("a lane's posted queues end at %d, past the lock's line", got)
-	}
 	var ep Endpoint
-	if got := unsafe.Offsetof(ep.World); got%64 != 0 || got != unsafe.Offsetof(ep.lanes)+lanes*unsafe.Sizeof(l)+64 {
-		t.Errorf("what senders read starts at %d, want the line after the lanes and the AnyTag state", got)
+	if got := unsafe.Offsetof(ep.mu); got != 64 {
+		t.Errorf("the lock starts at %d, want 64: the inbox line is the senders'", got)
 	}
-	if got := unsafe.Offsetof(ep.credit); got%64 != 0 || unsafe.Offsetof(ep.spin)/64 != got/64 || unsafe.Offsetof(ep.sent)/64 != got/64 {
-		t.Errorf("the rank's own counters at %d are not on a line of their own", got)
+	if got := unsafe.Offsetof(ep.seq); got >= 128 {
+		t.Errorf("the posted queues end at %d, past the lock's line", got)
+	}
+	if got := unsafe.Offsetof(ep.credit); got < 192 || unsafe.Offsetof(ep.spin) < 192 {
+		t.Errorf("the rank's own counters at %d share a line with what senders write", got)
 	}
 	if read, own := unsafe.Offsetof(ep.World)/64, unsafe.Offsetof(ep.credit)/64; read == own || unsafe.Offsetof(ep.peer)/64 == own {
 		t.Errorf("what senders read (line %d) shares a line with the counters the rank writes at every send (line %d)", read, own)

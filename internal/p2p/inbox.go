@@ -5,58 +5,83 @@ import (
 	"sync"
 )
 
-// Small messages travel through the inbox of the receiver's lane for their tag: the
-// sender copies the data into an eager copy, stamps it, and pushes it with one
-// compare-and-swap, without the lane's lock; the receiver (or any sender that takes
-// the lock) drains the inbox in arrival order, matching each copy against the posted
-// receives. A hand-off then moves about three cache lines between cores, and a
-// sender running ahead of its receiver touches only the inbox line.
+// Small messages travel through the receiver's inbox: the sender copies the data
+// into an eager copy and pushes it with one compare-and-swap, without the receiver's
+// lock; the receiver (or any sender that takes the lock) drains the inbox in arrival
+// order, matching each copy against the posted receives. A hand-off then moves about
+// three cache lines between cores, and a sender running ahead of its receiver touches
+// only the inbox line.
 
 var copies = sync.Pool{New: func() any { return new(Request) }}
 
-// push leaves the eager copy m, stamped, in its lane's inbox at ep and, when a rank
-// of ep is parked on that lane, drains it for them.
+// push leaves the eager copy m in ep's inbox and, when a rank of ep is parked waiting
+// for a drain, drains it for them.
 func (ep *Endpoint) push(m *Request) {
-	i := laneOf(m.key.tag)
-	l := &ep.lanes[i]
 	for {
-		head := l.inbox.Load()
+		head := ep.inbox.Load()
 		m.next = head
-		if l.inbox.CompareAndSwap(head, m) {
+		if ep.inbox.CompareAndSwap(head, m) {
 			break
 		}
 	}
 	// A parker stores parked then loads the inbox; we store the inbox then load
 	// parked: one of us sees the other, so no message is left undrained.
-	if l.parked.Load() > 0 {
-		ep.World.flushDeferred()
-		ep.progress(1<<i, nil)
+	if ep.parked.Load() > 0 {
+		ep.Progress()
 	}
 }
 
-// Progress drains every lane of ep and writes what streaming sends left to the
+// drain moves the mailbox and then the inbox into the engine in arrival order: each
+// message goes into the earliest matching posted receive, or onto the unexpected
+// queue. It returns how many receives it completed. Caller holds ep.mu.
+func (ep *Endpoint) drain() (completed int) {
+	if ep.box.state.Load() == boxEmpty && ep.inbox.Load() == nil {
+		return 0
+	}
+	if ep.holdBox() {
+		completed++
+	}
+	defer ep.releaseBox()
+	if ep.inbox.Load() == nil {
+		return completed
+	}
+	var fifo *Request
+	for m := ep.inbox.Swap(nil); m != nil; {
+		next := m.next
+		m.next = fifo
+		fifo, m = m, next
+	}
+	for m := fifo; m != nil; {
+		next := m.next
+		m.next = nil
+		if r := ep.takePosted(m.key); r != nil {
+			deliver(r, m.buf(), m.key)
+			ep.release(m)
+			completed++
+		} else {
+			ep.queue(m)
+		}
+		m = next
+	}
+	return completed
+}
+
+// Progress drains the inbox of ep and writes what streaming sends left to the
 // send daemons: a rank polling with Test or Iprobe may wait for their answer.
 func (ep *Endpoint) Progress() {
 	ep.World.flushDeferred()
-	ep.progress(allLanes, nil)
+	ep.progress(nil)
 }
 
-// progress drains the lanes of mask where something arrived. When that completes
-// receives other than own, it yields the processor: a goroutine woken by it waits
-// on this P until we do.
-func (ep *Endpoint) progress(mask uint8, own *Request) {
-	if !ep.arrivedIn(mask) {
+// progress drains the inbox of ep. When that completes receives other than own, it
+// yields the processor: a goroutine woken by it waits on this P until we do.
+func (ep *Endpoint) progress(own *Request) {
+	if !ep.arrived() {
 		return
 	}
-	n := 0
-	for i := range ep.lanes {
-		if mask&(1<<i) == 0 || !ep.lanes[i].arrived() {
-			continue
-		}
-		h := ep.lock(int32(i))
-		n += h.drain()
-		h.unlock()
-	}
+	ep.mu.Lock()
+	n := ep.drain()
+	ep.mu.Unlock()
 	if own != nil && own.Done() {
 		n--
 	}
@@ -65,22 +90,18 @@ func (ep *Endpoint) progress(mask uint8, own *Request) {
 	}
 }
 
-// eagerCopy copies buf into a message with envelope k, stamped, whose bytes are
-// charged to the pool credit of the sending rank ep, or returns nil when the pool
-// is full. The copy
+// eagerCopy copies buf into a message with envelope k whose bytes are charged to the
+// pool credit of the sending rank ep, or returns nil when the pool is full. The copy
 // is recycled once received, without a Reset: this sets every field a copy uses, and
 // the queues leave the others as they were (where nowhere, bnext nil).
 func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
-	stamp := ep.stamp() // first: reserve then finds the line of both counters ours
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
-	m := newCopy(buf, k)
-	m.seq = stamp
-	return m
+	return newCopy(buf, k)
 }
 
-// newCopy fills a pooled eager copy with buf and envelope k; the caller stamps it.
+// newCopy fills a pooled eager copy with buf and envelope k.
 func newCopy(buf []byte, k key) *Request {
 	m := copies.Get().(*Request)
 	m.flags = pooled
@@ -101,13 +122,13 @@ func newCopy(buf []byte, k key) *Request {
 }
 
 // release frees what a received or cancelled eager or buffered copy held, at its
-// receiver ep. Caller holds m's lane.
+// receiver ep. Caller holds ep.mu.
 func (ep *Endpoint) release(m *Request) {
 	if m.bseg != nil {
 		m.bseg.free(m.boff)
 		return
 	}
-	ep.lane(m.key.tag).giveBack(ep.World, chargeOf(m.blen))
+	ep.giveBack(chargeOf(m.blen))
 	if m.from != nil { // a copy of a remote message
 		m.from, m.rid = nil, 0
 	}
@@ -119,13 +140,14 @@ func (ep *Endpoint) release(m *Request) {
 	}
 }
 
-// giveBack returns n bytes of pool credit from a message received in l, to the
-// process of wd in chunks, or at once when the pool is half used. Caller holds l.
-func (l *lane) giveBack(wd *World, n int64) {
-	l.returned += n
-	if l.returned >= wd.chunk || 2*wd.pooled.Load() > wd.cfg.PoolCap {
-		wd.pooled.Add(-l.returned)
-		l.returned = 0
+// giveBack returns n bytes of pool credit from a message received at ep, to the
+// process in chunks, or at once when the pool is half used. Caller holds ep.mu.
+func (ep *Endpoint) giveBack(n int64) {
+	wd := ep.World
+	ep.returned += n
+	if ep.returned >= wd.chunk || 2*wd.pooled.Load() > wd.cfg.PoolCap {
+		wd.pooled.Add(-ep.returned)
+		ep.returned = 0
 	}
 }
 

@@ -81,24 +81,24 @@ func (c *Comm) sendCopy(me int, buf []byte, dest, tag int, mode Mode, r *Request
 	return m, nil
 }
 
-// sendDirect locks the receiver's lane, drains its inbox (so that an earlier small message
+// sendDirect locks the receiver, drains its inbox (so that an earlier small message
 // from the same sender matches first) and copies buf straight into the earliest
 // matching posted receive (the sender arrives second), or else queues r for the
 // receiver to copy from buf and complete. It reports whether r was queued.
 func (c *Comm) sendDirect(me int, buf []byte, dest, tag int, mode Mode, r *Request) bool {
 	ep := c.Peers[dest]
 	k := key{c.Ctx, int32(me), int32(tag)}
-	h := ep.lock(k.tag)
-	h.drain()
+	ep.mu.Lock()
+	ep.drain()
 	if rr := ep.takePosted(k); rr != nil {
-		h.unlock()
+		ep.mu.Unlock()
 		deliver(rr, buf, k)
 		return false
 	}
-	r.kind, r.mode, r.key, r.seq = sendKind, mode, k, c.Peers[me].stamp()
+	r.kind, r.mode, r.key = sendKind, mode, k
 	r.setBuf(buf)
 	ep.queue(r)
-	h.unlock()
+	ep.mu.Unlock()
 	return true
 }
 
@@ -110,18 +110,18 @@ func deliver(r *Request, data []byte, k key) {
 }
 
 // take receives the unexpected message m into buf: an eager or buffered copy there
-// and then, under h (m's lane) which the caller holds and take releases; a send still
-// in its sender's buffer after releasing h, completing that send.
-func (ep *Endpoint) take(h held, m *Request, buf []byte) Status {
+// and then, under ep.mu which the caller holds and take releases; a send still in its
+// sender's buffer after releasing ep.mu, completing that send.
+func (ep *Endpoint) take(m *Request, buf []byte) Status {
 	ep.dequeue(m)
 	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Len: m.blen}
 	if m.kind != sendKind {
 		st.Bytes = copy(buf, m.buf())
 		ep.release(m)
-		h.unlock()
+		ep.mu.Unlock()
 		return st
 	}
-	h.unlock()
+	ep.mu.Unlock()
 	st.Bytes = copyShared(buf, m.buf(), m)
 	m.fire() // the sender may reuse its buffer: m is no longer ours
 	return st
@@ -163,13 +163,13 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, *Request) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
-	h := ep.lock(pat.tag)
-	h.drain()
-	if m := ep.firstMsg(pat); m != nil {
+	ep.mu.Lock()
+	ep.drain()
+	if m := ep.unexp.match(pat); m != nil {
 		if m.kind == remoteKind {
-			return Status{}, ep.claim(h, m, buf, r)
+			return Status{}, ep.claim(m, buf, r)
 		}
-		return ep.take(h, m, buf), nil
+		return ep.take(m, buf), nil
 	}
 	if r == nil {
 		r = NewRequest()
@@ -178,7 +178,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	r.setBuf(buf)
 	if c.World.cfg.ErrorsReturn { // a lost proc fails receives: see peer.fail
 		if err := c.lostSource(src); err != nil {
-			h.unlock()
+			ep.mu.Unlock()
 			r.err = err
 			r.fire()
 			return Status{}, r
@@ -186,7 +186,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 		r.comm = c
 	}
 	ep.post(r)
-	h.unlock()
+	ep.mu.Unlock()
 	return Status{}, r
 }
 
@@ -204,16 +204,16 @@ func (ep *Endpoint) Wait(r *Request) error {
 // Mprobe is left to that receiver.
 func abandon(r *Request) error {
 	ep := r.ep
-	h := ep.lockEvery()
+	ep.mu.Lock()
 	if r.where != nowhere {
 		ep.dequeue(r)
-		h.unlock()
+		ep.mu.Unlock()
 		r.err = ErrAborted
 		r.fire()
 		return ErrAborted
 	}
 	taken := r.flags&probed != 0
-	h.unlock()
+	ep.mu.Unlock()
 	if taken {
 		return ErrAborted
 	}
@@ -268,14 +268,14 @@ func Cancel(r *Request) {
 	}
 	if m := r.msg; m != nil {
 		ep := r.ep
-		h := ep.lockEvery() // m may be another message by now: its tag is not ours to read
-		h.drain()
+		ep.mu.Lock()
+		ep.drain()
 		if m.gen.Load() == r.msgGen && m.where != nowhere {
 			ep.dequeue(m)
 			ep.release(m)
 			r.flags |= cancelled
 		}
-		h.unlock()
+		ep.mu.Unlock()
 		return
 	}
 	if r.ep != nil && r.ep.withdraw(r) {
@@ -291,62 +291,36 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	w := waiters.Get().(*waiter)
 	defer waiters.Put(w)
-	h := ep.lock(pat.tag)
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
 	losses := c.World.losses.Load()
 	for {
-		h.drain()
+		ep.drain()
 		if m, st := ep.peek(pat, take); m != nil {
-			h.unlock()
 			return m, st, nil
 		}
 		if err := c.probeLost(src, losses); err != nil {
-			h.unlock()
 			return nil, Status{}, err
 		}
-		ep.addProbe(h, w)
-		h.unlock()
+		ep.probes = append(ep.probes, w)
+		ep.parked.Add(1)
+		ep.mu.Unlock()
 		c.World.flushDeferred()
 		var aborted bool
-		if !ep.arrivedIn(lanesOf(pat.tag)) {
+		if !ep.arrived() {
 			select {
 			case <-w.ch:
 			case <-c.World.abort:
 				aborted = true
 			}
 		}
-		h = ep.lock(pat.tag)
-		ep.dropProbe(h, w)
+		ep.mu.Lock()
+		ep.parked.Add(-1)
+		ep.probes = slices.DeleteFunc(ep.probes, func(x *waiter) bool { return x == w })
 		if aborted {
-			h.unlock()
 			return nil, Status{}, ErrAborted
 		}
 	}
-}
-
-// addProbe registers the waiter of a Probe on the lane h holds or, for AnyTag
-// (every lane held), on every lane; the Probe counts as parked there.
-func (ep *Endpoint) addProbe(h held, w *waiter) {
-	if h.l == nil {
-		ep.anyProbes = append(ep.anyProbes, w)
-		ep.anyTag.Add(1)
-		ep.parkOn(allLanes, 1)
-		return
-	}
-	h.l.probes = append(h.l.probes, w)
-	h.l.parked.Add(1)
-}
-
-// dropProbe undoes addProbe, under the same lock.
-func (ep *Endpoint) dropProbe(h held, w *waiter) {
-	isW := func(x *waiter) bool { return x == w }
-	if h.l == nil {
-		ep.anyProbes = slices.DeleteFunc(ep.anyProbes, isW)
-		ep.anyTag.Add(-1)
-		ep.parkOn(allLanes, -1)
-		return
-	}
-	h.l.probes = slices.DeleteFunc(h.l.probes, isW)
-	h.l.parked.Add(-1)
 }
 
 // probeLost returns the error of a probe from src on c that a lost proc ends, or
@@ -372,9 +346,9 @@ func (c *Comm) probeLost(src int, losses uint32) error {
 func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status, error) {
 	ep := c.Peers[me]
 	c.World.flushDeferred()
-	h := ep.lock(int32(tag))
-	defer h.unlock()
-	h.drain()
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.drain()
 	if m, st := ep.peek(key{c.Ctx, int32(src), int32(tag)}, take); m != nil {
 		return m, st, nil
 	}
@@ -382,9 +356,9 @@ func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status, error) {
 }
 
 // peek finds the earliest unexpected message matching pat and, with take, removes it.
-// Caller holds pat's lane (every lane for AnyTag).
+// Caller holds ep.mu.
 func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
-	m := ep.firstMsg(pat)
+	m := ep.unexp.match(pat)
 	if m == nil {
 		return nil, Status{}
 	}
@@ -398,11 +372,11 @@ func (ep *Endpoint) peek(pat key, take bool) (*Request, Status) {
 // Mrecv receives a message taken by Probe or Iprobe with take.
 func Mrecv(m *Request, buf []byte) (Status, error) {
 	ep := m.ep
-	h := ep.lock(m.key.tag)
+	ep.mu.Lock()
 	if m.kind != remoteKind {
-		return ep.take(h, m, buf), nil
+		return ep.take(m, buf), nil
 	}
-	r := ep.claim(h, m, buf, nil)
+	r := ep.claim(m, buf, nil)
 	err := ep.Wait(r)
 	st, _ := r.Result()
 	if r.Done() {

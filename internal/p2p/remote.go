@@ -313,10 +313,10 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 	}
 	k := key{h.Context, h.Source, h.Tag}
 	n := int(h.Len)
-	locked := ep.lock(k.tag)
-	locked.drain()
+	ep.mu.Lock()
+	ep.drain()
 	if r := ep.takePosted(k); r != nil {
-		locked.unlock()
+		ep.mu.Unlock()
 		err := pl.ReadInto(r.buf()[:min(n, r.blen)])
 		r.key, r.mlen = k, n
 		if err != nil {
@@ -330,18 +330,18 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 	}
 	if !p.wd.lend(chargeOf(n)) {
 		m := NewRequest()
-		m.kind, m.key, m.flags, m.blen, m.from, m.rid, m.seq = remoteKind, k, dropped, n, p, h.SendReq, h.SendReq
+		m.kind, m.key, m.flags, m.blen, m.from, m.rid = remoteKind, k, dropped, n, p, h.SendReq
 		ep.queue(m)
-		locked.unlock()
+		ep.mu.Unlock()
 		p.mu.Lock()
 		p.drops = append(p.drops, h.SendReq)
 		p.settled = h.Seq
 		p.mu.Unlock()
 		return nil
 	}
-	locked.unlock()
+	ep.mu.Unlock()
 	m := copies.Get().(*Request)
-	m.flags, m.kind, m.key, m.from, m.rid, m.seq = pooled, eagerKind, k, p, h.SendReq, h.SendReq
+	m.flags, m.kind, m.key, m.from, m.rid = pooled, eagerKind, k, p, h.SendReq
 	if cap(m.store) < n {
 		m.store = make([]byte, n)
 	}
@@ -409,18 +409,18 @@ func (p *peer) rts(h *wire.Header) error {
 		return err
 	}
 	k := key{h.Context, h.Source, h.Tag}
-	locked := ep.lock(k.tag)
-	locked.drain()
+	ep.mu.Lock()
+	ep.drain()
 	r := ep.takePosted(k)
 	if r != nil {
-		// Under the lane's lock: a rank abandoning r after an abort looks at from next.
+		// Under ep.mu: a rank abandoning r after an abort looks at from next.
 		r.from = p
 	} else {
 		m := NewRequest()
-		m.kind, m.key, m.blen, m.from, m.rid, m.seq = remoteKind, k, int(h.Len), p, h.SendReq, h.SendReq
+		m.kind, m.key, m.blen, m.from, m.rid = remoteKind, k, int(h.Len), p, h.SendReq
 		ep.queue(m)
 	}
-	locked.unlock()
+	ep.mu.Unlock()
 	if r != nil {
 		r.key, r.mlen = k, int(h.Len)
 		p.expect(r, h.SendReq, wire.CTS, true)
@@ -470,10 +470,10 @@ func (p *peer) failOn(err error) {
 
 // claim receives the unexpected message m from another proc into buf, with the
 // user's request r or a pooled one, which it returns: the data follows. Caller
-// holds h, m's lane; claim releases it.
-func (ep *Endpoint) claim(h held, m *Request, buf []byte, r *Request) *Request {
+// holds ep.mu; claim releases it.
+func (ep *Endpoint) claim(m *Request, buf []byte, r *Request) *Request {
 	ep.dequeue(m)
-	h.unlock()
+	ep.mu.Unlock()
 	if r == nil {
 		r = NewRequest()
 	}
@@ -631,16 +631,22 @@ func (p *peer) cancelReq(h *wire.Header) error {
 		return fmt.Errorf("p2p: CancelReq from proc %d for rank %d, which is not a rank of this proc", p.proc, h.Dest)
 	}
 	ep := p.wd.Endpoints[h.Dest]
-	locked := ep.lockEvery() // the request names no tag
-	locked.drain()
-	m := ep.unexpected(func(e *Request) bool { return e.from == p && e.rid == h.SendReq })
+	ep.mu.Lock()
+	ep.drain()
+	var m *Request
+	for e := ep.unexp.order.head; e != nil; e = e.next {
+		if e.from == p && e.rid == h.SendReq {
+			m = e
+			break
+		}
+	}
 	if m != nil {
 		ep.dequeue(m)
 		if m.kind == eagerKind {
 			ep.release(m)
 		}
 	}
-	locked.unlock()
+	ep.mu.Unlock()
 	reply := wire.Header{Kind: wire.CancelReply, SendReq: h.SendReq}
 	if m != nil {
 		reply.Flags = wire.FlagCancelled
@@ -796,13 +802,9 @@ func (p *peer) fail(err error) {
 // without a sender, and wakes ep's probes to look again.
 func (ep *Endpoint) orphans(p *peer) []*Request {
 	var out []*Request
-	h := ep.lockEvery()
-	defer h.unlock()
-	queues := []*list{&ep.anyRecvs}
-	for i := range ep.lanes {
-		queues = append(queues, &ep.lanes[i].posted.order, &ep.lanes[i].wild)
-	}
-	for _, l := range queues {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	for _, l := range [...]*list{&ep.posted.order, &ep.wild} {
 		for r := l.head; r != nil; {
 			next := r.next
 			if r.comm != nil && r.comm.waitsFor(r.key.src, p) {
@@ -812,13 +814,8 @@ func (ep *Endpoint) orphans(p *peer) []*Request {
 			r = next
 		}
 	}
-	for _, w := range ep.anyProbes {
+	for _, w := range ep.probes {
 		w.ring()
-	}
-	for i := range ep.lanes {
-		for _, w := range ep.lanes[i].probes {
-			w.ring()
-		}
 	}
 	return out
 }

@@ -157,16 +157,15 @@ func TestRemoteDropAndPull(t *testing.T) {
 	// Every message waits as an envelope without data.
 	ep := j.worlds[1].Endpoints[1]
 	waitFor(t, "40 dropped envelopes", func() bool {
-		h := ep.lockEvery()
-		defer h.unlock()
-		h.drain()
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		ep.drain()
 		n := 0
-		ep.unexpected(func(m *Request) bool {
+		for m := ep.unexp.order.head; m != nil; m = m.next {
 			if m.kind == remoteKind && m.flags&dropped != 0 {
 				n++
 			}
-			return false
-		})
+		}
 		return n == count
 	})
 	for i := range count {
@@ -322,9 +321,9 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 	ep0 := j.worlds[0].Endpoints[0]
 	for waiting := 0; waiting < 2; { // until both probes wait
 		time.Sleep(time.Millisecond)
-		h := ep0.lock(5)
-		waiting = len(ep0.lane(5).probes)
-		h.unlock()
+		ep0.mu.Lock()
+		waiting = len(ep0.probes)
+		ep0.mu.Unlock()
 	}
 	j.worlds[0].Lost(1, errors.New("connection reset by test"))
 

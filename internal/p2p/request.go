@@ -34,8 +34,7 @@ type where uint8
 const (
 	nowhere    where = iota
 	postedHere       // an exact posted receive
-	wildHere         // a posted receive with AnySource and a tag
-	anyHere          // a posted receive with AnyTag
+	wildHere         // a posted receive with AnySource or AnyTag
 	unexpHere        // an unexpected message
 )
 
@@ -103,7 +102,7 @@ type Request struct {
 	// bytes carries its data in it.
 	gen    atomic.Uint32 // an eager copy's incarnation, bumped each time it is recycled
 	msgGen uint32        // the incarnation of msg that this send made
-	seq    uint64        // a receive's post order, to choose between an exact and a wildcard one; a message's stamp
+	seq    uint64        // post order, to choose between an exact and a wildcard receive
 	ep     *Endpoint     // endpoint that queues (or queued) it
 	store  []byte        // backing array of an eager copy, kept across reuse
 	inline [16]byte      // the data of an eager copy of up to 16 bytes
@@ -117,8 +116,7 @@ type Request struct {
 	want    int          // bytes a remote receive waits for; then bytes still to come
 	dest    int32        // a remote send's receiving rank, in the world
 	comm    *Comm        // a posted receive's communicator, in errors-return mode: a lost proc fails it
-	wakes   uint8        // a posted receive's lanes, whose drains may complete it (see park)
-	_       [7]byte      // pads the Request to 256 bytes, a size class of whole cache lines
+	_       [8]byte      // pads the Request to 256 bytes, a size class of whole cache lines
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
@@ -150,7 +148,6 @@ func (r *Request) Reset() {
 		r.firedAt.Store(0)
 		r.from, r.rid, r.want, r.dest = nil, 0, 0, 0
 	}
-	r.wakes = 0 // set at every post: clearing it here spares the atomic stores above
 	if r.seq != 0 || r.ep != nil || r.comm != nil {
 		r.seq, r.ep, r.comm = 0, nil, nil
 	}

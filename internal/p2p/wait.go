@@ -61,24 +61,20 @@ func (ep *Endpoint) settle(waited time.Duration) {
 const spinCatch = 2 * time.Microsecond
 
 // park blocks a rank of ep until any of rs has completed or the world aborts; it
-// returns false on abort. While parked it counts on the lanes of its posted
-// receives, so that senders of small messages drain them for it. It registers one
-// waiter on every request, so callers that need all of many requests should wait
-// for them one at a time.
+// returns false on abort. While parked it counts in ep.parked, so that senders of
+// small messages drain the inbox for it. It registers one waiter on every request,
+// so callers that need all of many requests should wait for them one at a time.
 func (ep *Endpoint) park(rs []*Request) bool {
 	w := waiters.Get().(*waiter)
-	var mask uint8
 	for _, r := range rs {
 		r.waiter.Store(w)
-		mask |= r.wakes
 	}
-	ep.parkOn(mask, 1)
+	ep.parked.Add(1)
 	ep.World.demand.Add() // whether it waits for another proc or not: cheaper than finding out
 	ok := true
 loop:
 	for {
-		ep.World.flushDeferred()
-		ep.progress(mask, nil)
+		ep.Progress()
 		for _, r := range rs {
 			if j := r.job.Load(); j != nil {
 				j.help()
@@ -95,7 +91,7 @@ loop:
 		}
 	}
 	ep.World.demand.Done()
-	ep.parkOn(mask, -1)
+	ep.parked.Add(-1)
 	for _, r := range rs {
 		r.waiter.CompareAndSwap(w, nil)
 	}
@@ -114,9 +110,7 @@ func (ep *Endpoint) await(r *Request) bool {
 		if j := r.job.Load(); j != nil {
 			j.help()
 		}
-		if ep.arrivedIn(r.wakes) { // inline: the poll of a spin
-			ep.progress(r.wakes, r)
-		}
+		ep.progress(r)
 		return r.Done()
 	}
 	ok, start := ep.spinFor(ready)

@@ -68,12 +68,18 @@ func NewWorld(n int, cfg Config) *World {
 	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{})}
 	// Credit idle in endpoints is lost to the others: keep it a small share of the cap.
 	wd.chunk = min(max(cfg.PoolCap/int64(8*n), 4*envelopeCharge), 64<<10)
-	// Endpoints must start on cache lines. Objects past 32 KiB do (they are whole
-	// pages), while smaller ones of an Endpoint's size carry an 8-byte allocation
-	// header: a small world's endpoints come from an array that large all the same.
-	eps := make([]Endpoint, max(n, 32<<10/int(unsafe.Sizeof(Endpoint{}))+1))
+	// Endpoints must start on cache lines. Small heap objects do (their size classes
+	// are whole lines), and so do large ones (whole pages); the arrays in between carry
+	// an 8-byte allocation header, so a small world allocates its endpoints one by one.
+	var eps []Endpoint
+	if n*int(unsafe.Sizeof(Endpoint{})) > 32<<10 {
+		eps = make([]Endpoint, n)
+	}
 	for i := range n {
-		ep := &eps[i]
+		ep := new(Endpoint)
+		if eps != nil {
+			ep = &eps[i]
+		}
 		ep.init(wd, i)
 		wd.Endpoints[i] = ep
 	}
