@@ -1,0 +1,185 @@
+package p2p
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/topo"
+)
+
+// cycleTag is the tag of a sender's i-th message in the AnyTag tests: eight tags in
+// turn, so that an engine that keeps tags apart (by index bucket, or in shards of its
+// own) must still give an AnyTag receive each sender's messages in the order sent.
+func cycleTag(i int) int { return i % 8 }
+
+// stamped is the i-th message of goroutine g: g, i, and padding up to size bytes.
+func stamped(g, i, size int) []byte {
+	b := make([]byte, max(size, 5))
+	b[0] = byte(g)
+	binary.LittleEndian.PutUint32(b[1:], uint32(i))
+	return b
+}
+
+// orderCheck checks that every (source, goroutine) stream of stamped messages
+// arrives in the order sent.
+type orderCheck map[[2]int]int
+
+func (o orderCheck) check(st Status, buf []byte) error {
+	g, i := int(buf[0]), int(binary.LittleEndian.Uint32(buf[1:]))
+	k := [2]int{st.Source, g}
+	if i != o[k] {
+		return fmt.Errorf("from rank %d goroutine %d (tag %d): message %d, want %d", st.Source, g, st.Tag, i, o[k])
+	}
+	if st.Tag != cycleTag(i) {
+		return fmt.Errorf("from rank %d goroutine %d: message %d has tag %d, want %d", st.Source, g, i, st.Tag, cycleTag(i))
+	}
+	o[k]++
+	return nil
+}
+
+// TestAnyTagKeepsSenderOrder has three ranks of two goroutines each send messages
+// of eight tags in turn, by mailbox, inbox and direct send (8, 40 and 200 bytes), to
+// a rank that receives them all with AnySource and AnyTag, some waiting unexpected,
+// some posted first: each goroutine's messages arrive in the order sent.
+func TestAnyTagKeepsSenderOrder(t *testing.T) {
+	const senders, goroutines, n = 3, 2, 600
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		wd := NewWorld(senders+1, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: spin})
+		c := &Comm{Peers: wd.Endpoints, World: wd}
+		var wg sync.WaitGroup
+		for s := 1; s <= senders; s++ {
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range n {
+						if err := c.Send(s, stamped(g, i, []int{8, 40, 200}[(i+g)%3]), 0, cycleTag(i), Standard); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // some wait unexpected
+		seen := orderCheck{}
+		buf := make([]byte, 200)
+		for range senders * goroutines * n {
+			st, err := c.Recv(0, buf, AnySource, AnyTag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := seen.check(st, buf); err != nil {
+				t.Fatalf("spin %v: %v", spin, err)
+			}
+		}
+		wg.Wait()
+		if ep := wd.Endpoints[0]; ep.arrived() || ep.unexp.n != 0 {
+			t.Fatalf("left over: %d unexpected messages", ep.unexp.n)
+		}
+	}
+}
+
+// TestAnyTagRemoteOrder is the same across procs, with a pool small enough that
+// some eager payloads are dropped and pulled.
+func TestAnyTagRemoteOrder(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	small := testConfig()
+	small.PoolCap = 20 << 10
+	j := newJob(t, l, testConfig(), small)
+	sender, receiver := j.comm(0), j.comm(1)
+	const n = 300
+	size := func(i int) int { return []int{10, 3000, 100 << 10, 0, 9000}[i%5] }
+	go func() {
+		for i := range n {
+			if err := sender.Send(0, stamped(0, i, size(i)), 1, cycleTag(i), Standard); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	time.Sleep(10 * time.Millisecond) // let messages pile up unexpected
+	seen := orderCheck{}
+	buf := make([]byte, 100<<10)
+	for range n {
+		st, err := receiver.Recv(1, buf, 0, AnyTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seen.check(st, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPostOrderWithAnyTag posts receives of one tag around an AnyTag one, and one of
+// another tag: each message goes to the earliest posted receive that matches it.
+func TestPostOrderWithAnyTag(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	bufs := make([][]byte, 4)
+	rs := make([]*Request, 4)
+	for i, tag := range []int{5, AnyTag, 5, 6} {
+		bufs[i], rs[i] = make([]byte, 1), new(Request)
+		c.Irecv(0, bufs[i], 1, tag, rs[i])
+	}
+	// message a (tag 5) takes rs[0]; b (tag 5) the AnyTag rs[1], posted before
+	// rs[2]; c (tag 6) rs[3]; d (tag 5) rs[2].
+	for _, m := range []struct {
+		tag  int
+		data byte
+	}{{5, 'a'}, {5, 'b'}, {6, 'c'}, {5, 'd'}} {
+		if err := c.Send(1, []byte{m.data}, 0, m.tag, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []string{"a", "b", "d", "c"} {
+		if err := wd.Endpoints[0].Wait(rs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if string(bufs[i]) != want {
+			t.Errorf("receive %d got %q, want %q", i, bufs[i], want)
+		}
+	}
+	if ep := wd.Endpoints[0]; ep.wild.head != nil || ep.posted.n != 0 {
+		t.Error("a matched receive is still posted")
+	}
+}
+
+// TestAnyTagProbe probes with AnyTag for messages of one sender with three tags: the
+// earliest is reported first, whether the probe came before the messages or after.
+func TestAnyTagProbe(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	probed := make(chan Status, 1)
+	go func() {
+		_, st, err := c.Probe(0, 1, AnyTag, false)
+		if err != nil {
+			t.Error(err)
+		}
+		probed <- st
+	}()
+	time.Sleep(time.Millisecond) // the probe waits
+	for tag := 3; tag >= 1; tag-- {
+		if err := c.Send(1, []byte{byte(tag)}, 0, tag, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := <-probed; st.Tag != 3 {
+		t.Fatalf("a waiting probe saw tag %d first, want 3", st.Tag)
+	}
+	for _, want := range []int{3, 2, 1} {
+		m, st, err := c.Iprobe(0, 1, AnyTag, true)
+		if err != nil || m == nil || st.Tag != want {
+			t.Fatalf("Mprobe: message %v, tag %d, %v; want tag %d", m != nil, st.Tag, err, want)
+		}
+		var b [1]byte
+		if st, err := Mrecv(m, b[:]); err != nil || b[0] != byte(want) || st.Tag != want {
+			t.Fatalf("Mrecv: %q, tag %d, %v; want tag %d", b, st.Tag, err, want)
+		}
+	}
+	if ep := wd.Endpoints[0]; len(ep.probes) != 0 || ep.arrived() || ep.unexp.n != 0 {
+		t.Fatal("the probes left waiters or messages behind")
+	}
+}
