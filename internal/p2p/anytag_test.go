@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/weft-mpi/weft/internal/topo"
 )
 
 // cycleTag is the tag of a sender's i-th message in the AnyTag tests: eight tags in
@@ -84,16 +82,11 @@ func TestAnyTagKeepsSenderOrder(t *testing.T) {
 // TestAnyTagRemoteOrder is the same across procs, with a pool small enough that
 // some eager payloads are dropped and pulled.
 func TestAnyTagRemoteOrder(t *testing.T) {
-	l, _ := topo.Uneven([][]int{{1, 1}})
-	small := testConfig()
-	small.PoolCap = 20 << 10
-	j := newJob(t, l, testConfig(), small)
-	sender, receiver := j.comm(0), j.comm(1)
+	sender, receiver := shortPoolPair(t)
 	const n = 300
-	size := func(i int) int { return []int{10, 3000, 100 << 10, 0, 9000}[i%5] }
 	go func() {
 		for i := range n {
-			if err := sender.Send(0, stamped(0, i, size(i)), 1, cycleTag(i), Standard); err != nil {
+			if err := sender.Send(0, stamped(0, i, mixedSize(i)), 1, cycleTag(i), Standard); err != nil {
 				t.Error(err)
 				return
 			}

@@ -186,19 +186,28 @@ func TestRemoteDropAndPull(t *testing.T) {
 	})
 }
 
+// shortPoolPair is a sender (rank 0) in one proc and a receiver (rank 1) in another
+// whose pool has room for a few eager copies only, so that it drops and pulls some.
+func shortPoolPair(t *testing.T) (sender, receiver *Comm) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	small := testConfig()
+	small.PoolCap = 20 << 10
+	j := newJob(t, l, testConfig(), small)
+	return j.comm(0), j.comm(1)
+}
+
+// mixedSize is the size of the i-th message of the drop tests: eager, dropped,
+// three-phase and empty in turn.
+func mixedSize(i int) int { return []int{10, 3000, 100 << 10, 0, 9000}[i%5] }
+
 // TestRemoteOrderUnderDrops mixes messages the receiver keeps, drops and clears in
 // three phases: matching sees them in the order sent.
 func TestRemoteOrderUnderDrops(t *testing.T) {
-	l, _ := topo.Uneven([][]int{{1, 1}})
-	small := testConfig()
-	small.PoolCap = 20 << 10 // room for a few eager copies only
-	j := newJob(t, l, testConfig(), small)
-	sender, receiver := j.comm(0), j.comm(1)
+	sender, receiver := shortPoolPair(t)
 	const count = 200
-	size := func(i int) int { return []int{10, 3000, 100 << 10, 0, 9000}[i%5] }
 	go func() {
 		for i := range count {
-			if err := sender.Send(0, fill(size(i), i), 1, 4, Standard); err != nil {
+			if err := sender.Send(0, fill(mixedSize(i), i), 1, 4, Standard); err != nil {
 				t.Error(err)
 				return
 			}
@@ -211,8 +220,8 @@ func TestRemoteOrderUnderDrops(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(buf[:st.Bytes], fill(size(i), i)) {
-			t.Fatalf("message %d: %d bytes, not the %d-byte message %d", i, st.Bytes, size(i), i)
+		if !bytes.Equal(buf[:st.Bytes], fill(mixedSize(i), i)) {
+			t.Fatalf("message %d: %d bytes, not the %d-byte message %d", i, st.Bytes, mixedSize(i), i)
 		}
 	}
 }
