@@ -34,10 +34,13 @@ func (l *list) remove(r *Request) {
 // bucket is a singly linked FIFO of the Requests of one envelope, through bnext.
 // Matching always takes its head (the earliest of an envelope is the earliest that
 // any pattern matching it can take), so only Cancel ever removes from its middle.
-type bucket struct{ head, tail *Request }
+type bucket struct {
+	head, tail *Request
+	key        key
+}
 
 func (b *bucket) push(r *Request) {
-	r.bnext = nil
+	r.bnext, r.bkt = nil, b
 	if b.tail != nil {
 		b.tail.bnext = r
 	} else {
@@ -59,7 +62,7 @@ func (b *bucket) remove(r *Request) {
 	if b.tail == r {
 		b.tail = prev
 	}
-	r.bnext = nil
+	r.bnext, r.bkt = nil, nil
 }
 
 // indexAt is how many entries of other envelopes a search may pass before the queue
@@ -73,46 +76,85 @@ const indexAt = 16
 type queue struct {
 	order list
 	n     int
-	index map[key]*bucket // nil until needed
+	index *index // nil until needed
+}
+
+// index is a queue's buckets by envelope. Hashing an envelope costs more than the
+// rest of a match (goroutines of a rank streaming on a few tags spent a fifth of
+// their time in the map), so an entry remembers its bucket, a bucket that empties
+// stays for the envelope's next message (until empty ones outnumber both the entries
+// and indexAt), and the bucket used last is looked at before the map.
+type index struct {
+	buckets map[key]*bucket
+	empty   int     // buckets that hold no entry
+	last    *bucket // the bucket used last
 }
 
 func (q *queue) push(r *Request) {
 	q.order.push(r)
 	q.n++
-	if q.index != nil {
-		q.bucket(r.key).push(r)
+	if x := q.index; x != nil {
+		b := x.bucket(r.key)
+		if b.head == nil {
+			x.empty--
+		}
+		b.push(r)
 	}
 }
 
-func (q *queue) bucket(k key) *bucket {
-	b := q.index[k]
-	if b == nil {
-		b = &bucket{}
-		q.index[k] = b
+// bucket returns the bucket of envelope k, making it if need be.
+func (x *index) bucket(k key) *bucket {
+	if b := x.last; b != nil && b.key == k {
+		return b
 	}
+	b := x.buckets[k]
+	if b == nil {
+		b = &bucket{key: k}
+		x.buckets[k] = b
+		x.empty++
+	}
+	x.last = b
 	return b
 }
 
 func (q *queue) remove(r *Request) {
 	q.order.remove(r)
 	q.n--
-	if q.index == nil {
+	x := q.index
+	if x == nil {
 		return
 	}
 	if q.n == 0 {
 		q.index = nil
+		r.bnext, r.bkt = nil, nil
 		return
 	}
-	b := q.index[r.key]
+	b := r.bkt
 	b.remove(r)
 	if b.head == nil {
-		delete(q.index, r.key)
+		x.empty++
 	}
+	if x.empty > max(q.n, indexAt) {
+		x.sweep()
+	}
+}
+
+// sweep drops the empty buckets, after which there are at most twice as many
+// buckets as entries: each sweep follows more than indexAt removals that emptied a
+// bucket since the last, and visits fewer than twice as many buckets as it drops.
+func (x *index) sweep() {
+	for k, b := range x.buckets {
+		if b.head == nil {
+			delete(x.buckets, k)
+		}
+	}
+	x.empty, x.last = 0, nil
 }
 
 // first returns the earliest entry whose envelope is exactly k.
 func (q *queue) first(k key) *Request {
-	if q.index == nil {
+	x := q.index
+	if x == nil {
 		e := q.order.head
 		for i := 0; e != nil && i < indexAt; i++ {
 			if e.key == k {
@@ -123,12 +165,18 @@ func (q *queue) first(k key) *Request {
 		if e == nil {
 			return nil
 		}
-		q.index = make(map[key]*bucket, 2*indexAt)
+		x = &index{buckets: make(map[key]*bucket, 2*indexAt)}
 		for e := q.order.head; e != nil; e = e.next {
-			q.bucket(e.key).push(e)
+			x.bucket(e.key).push(e)
 		}
+		x.empty = 0
+		q.index = x
 	}
-	if b := q.index[k]; b != nil {
+	if b := x.last; b != nil && b.key == k {
+		return b.head
+	}
+	if b := x.buckets[k]; b != nil {
+		x.last = b
 		return b.head
 	}
 	return nil

@@ -8,7 +8,9 @@ import (
 )
 
 // TestQueueMatchesScanAtEverySize checks that the indexed queue answers exactly as a
-// plain scan in arrival order would, while it grows past indexAt and shrinks to zero.
+// plain scan in arrival order would, while it grows past indexAt and shrinks to zero,
+// and that the empty buckets it keeps stay counted and bounded while many envelopes
+// come and go.
 func TestQueueMatchesScanAtEverySize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var q queue
@@ -31,6 +33,20 @@ func TestQueueMatchesScanAtEverySize(t *testing.T) {
 		if q.n != len(all) {
 			t.Fatalf("count %d, want %d", q.n, len(all))
 		}
+		if q.index != nil {
+			empty := 0
+			for k, b := range q.index.buckets {
+				if b.key != k {
+					t.Fatalf("bucket of %+v filed under %+v", b.key, k)
+				}
+				if b.head == nil {
+					empty++
+				}
+			}
+			if empty != q.index.empty || empty > max(q.n, indexAt) {
+				t.Fatalf("n=%d: %d empty buckets, counted %d, bound %d", q.n, empty, q.index.empty, max(q.n, indexAt))
+			}
+		}
 		if q.n > 2*indexAt && q.index == nil && len(pats) > 0 {
 			if q.first(key{9, 9, 9}); q.index == nil {
 				t.Fatalf("a search through %d entries did not index the queue", q.n)
@@ -40,7 +56,11 @@ func TestQueueMatchesScanAtEverySize(t *testing.T) {
 	for step := 0; step < 4000; step++ {
 		grow := step < 2000
 		if len(all) == 0 || (grow && rng.IntN(3) > 0) || (!grow && rng.IntN(3) == 0) {
-			r := &Request{key: key{uint32(rng.IntN(2)), int32(rng.IntN(4)), int32(rng.IntN(3))}}
+			tag := rng.IntN(3)
+			if step%4 == 0 { // an envelope seldom seen again
+				tag = 10 + rng.IntN(500)
+			}
+			r := &Request{key: key{uint32(rng.IntN(2)), int32(rng.IntN(4)), int32(tag)}}
 			q.push(r)
 			all = append(all, r)
 		} else {

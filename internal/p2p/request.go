@@ -116,7 +116,7 @@ type Request struct {
 	want    int          // bytes a remote receive waits for; then bytes still to come
 	dest    int32        // a remote send's receiving rank, in the world
 	comm    *Comm        // a posted receive's communicator, in errors-return mode: a lost proc fails it
-	_       [8]byte      // pads the Request to 256 bytes, a size class of whole cache lines
+	bkt     *bucket      // its bucket in the index of the queue that holds it, if indexed
 }
 
 var requests = sync.Pool{New: func() any { return new(Request) }}
