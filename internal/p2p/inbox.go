@@ -79,7 +79,13 @@ func (ep *Endpoint) progress(own *Request) {
 	if !ep.arrived() {
 		return
 	}
-	ep.mu.Lock()
+	if own != nil { // a spinning wait: whoever holds the lock drains, or we poll again
+		if !ep.mu.TryLock() {
+			return
+		}
+	} else {
+		ep.mu.Lock()
+	}
 	n := ep.drain()
 	ep.mu.Unlock()
 	if own != nil && own.Done() {

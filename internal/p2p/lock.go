@@ -25,4 +25,7 @@ func (l *spinLock) Lock() {
 	}
 }
 
+// TryLock takes the lock if it is free and reports whether it did.
+func (l *spinLock) TryLock() bool { return l.v.Load() == 0 && l.v.CompareAndSwap(0, 1) }
+
 func (l *spinLock) Unlock() { l.v.Store(0) }
