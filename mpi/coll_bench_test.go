@@ -125,3 +125,29 @@ func BenchmarkAllreduce(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallExchange is Gather, Scatter and Scan of one double on 4 ranks
+// (same root), the small exchanges whose ranks wait only for the data they need.
+func BenchmarkSmallExchange(b *testing.B) {
+	const n = 4
+	ops := []struct {
+		name string
+		call func(c *mpi.Comm, send, recv []float64) error
+	}{
+		{"gather", func(c *mpi.Comm, send, recv []float64) error { return mpi.Gather(c, send[:1], recv, 0) }},
+		{"scatter", func(c *mpi.Comm, send, recv []float64) error { return mpi.Scatter(c, send, recv[:1], 0) }},
+		{"scan", func(c *mpi.Comm, send, recv []float64) error { return mpi.Scan(c, send[:1], recv[:1], mpi.Sum) }},
+	}
+	for _, op := range ops {
+		b.Run(op.name, func(b *testing.B) {
+			bufs := make([][2][]float64, n)
+			for i := range bufs {
+				bufs[i] = [2][]float64{make([]float64, n), make([]float64, n)}
+			}
+			collBench(b, n, func(c *mpi.Comm) error {
+				bb := bufs[c.Rank()]
+				return op.call(c, bb[0], bb[1])
+			})
+		})
+	}
+}

@@ -320,35 +320,52 @@ func TestCollMoreErrors(t *testing.T) {
 		}
 		return c.Barrier() // the communicator still works
 	})
-	// Disagreements between ranks are found inside the collective, on every rank.
+	// Disagreements between ranks are found inside the collective: on every rank
+	// of a large one; in a small one, on every rank that reads what the mistake
+	// touches (the others may have left before it came: a Gather's non-roots, a
+	// Scatter's root and its other receivers, the ranks of a Scan before it).
 	mustRun(t, 3, func(c *mpi.Comm) error {
 		r := c.Rank()
+		mayLeave := func(err error, class mpi.Class, leaves bool) error {
+			if leaves && err == nil {
+				return nil
+			}
+			return check(err, class)
+		}
+		bad := mpi.NewOp(func(in, inout []int64) { panic("bad op") }, true)
 		for i, e := range []error{
 			// Rank 2 sends more than the root expects, then fewer.
-			check(mpi.Gather(c, make([]int32, 2+r/2), make([]int32, 12), 0), mpi.ErrTruncate),
-			check(mpi.Gather(c, make([]int32, 2-r/2), make([]int32, 6), 0), mpi.ErrCount),
-			// Rank 1's receive buffer is too short for its block.
-			check(mpi.Scatter(c, make([]int32, 6), make([]int32, 2-r%2), 0), mpi.ErrTruncate),
+			mayLeave(mpi.Gather(c, make([]int32, 2+r/2), make([]int32, 12), 0), mpi.ErrTruncate, r != 0),
+			mayLeave(mpi.Gather(c, make([]int32, 2-r/2), make([]int32, 6), 0), mpi.ErrCount, r != 0),
+			// Rank 1's receive buffer is too short for its block: its mistake alone.
+			mayLeave(mpi.Scatter(c, make([]int32, 6), make([]int32, 2-r%2), 0), mpi.ErrTruncate, r != 1),
 			check(mpi.Allgather(c, make([]int32, 1+r%2), make([]int32, 6)), mpi.ErrCount),
 			check(mpi.Alltoall(c, make([]int32, 3*(1+r%2)), make([]int32, 6)), mpi.ErrCount),
-			check(mpi.Scan(c, make([]int32, 1+r/2), make([]int32, 2), mpi.Sum), mpi.ErrCount),
-			check(mpi.Exscan(c, make([]int32, 1+r/2), make([]int32, 2), mpi.Sum), mpi.ErrCount),
+			// Rank 2 has more: the ranks before it need nothing of it.
+			mayLeave(mpi.Scan(c, make([]int32, 1+r/2), make([]int32, 2), mpi.Sum), mpi.ErrCount, r != 2),
+			mayLeave(mpi.Exscan(c, make([]int32, 1+r/2), make([]int32, 2), mpi.Sum), mpi.ErrCount, r != 2),
 			check(mpi.ReduceScatterBlock(c, make([]int32, 3*(1+r%2)), make([]int32, 2), mpi.Sum), mpi.ErrCount),
-			check(mpi.Gather(c, make([]int32, 1), make([]int32, 3), r%2), mpi.ErrRoot),
-			check(mpi.Scan(c, make([]int64, 1), make([]int64, 1), mpi.NewOp(func(in, inout []int64) { panic("bad op") }, true)), mpi.ErrOp),
+			mayLeave(mpi.Gather(c, make([]int32, 1), make([]int32, 3), r%2), mpi.ErrRoot, r == 2),
+			mayLeave(mpi.Scan(c, make([]int64, 1), make([]int64, 1), bad), mpi.ErrOp, r == 0),
+			// Large: every rank waits for the others, and learns.
+			check(mpi.Gather(c, make([]int32, 1024+r/2), make([]int32, 3072), 0), mpi.ErrTruncate),
+			check(mpi.Scatter(c, make([]int32, 3072), make([]int32, 1024-r%2), 0), mpi.ErrTruncate),
+			check(mpi.Scan(c, make([]int32, 1024+r/2), make([]int32, 1025), mpi.Sum), mpi.ErrCount),
+			check(mpi.Scan(c, make([]int64, 1024), make([]int64, 1024), bad), mpi.ErrOp),
 		} {
 			if e != nil {
 				return fmt.Errorf("case %d: %w", i, e)
 			}
 		}
-		// Different collectives: every rank of the episode fails.
+		// Different collectives: every rank of the episode fails but a small
+		// Gather's non-root (2), which may have left before rank 1 came.
 		var err error
 		if r == 1 {
 			err = mpi.Allgather(c, make([]int32, 1), make([]int32, 3))
 		} else {
 			err = mpi.Gather(c, make([]int32, 1), make([]int32, 3), 0)
 		}
-		if err == nil {
+		if err == nil && r != 2 {
 			return fmt.Errorf("Gather against Allgather succeeded")
 		}
 		return c.Barrier()
@@ -586,21 +603,32 @@ func TestCollMoreVErrors(t *testing.T) {
 		}
 		return c.Barrier()
 	})
-	// Disagreements between ranks are found inside the collective, on every rank.
+	// Disagreements between ranks are found inside the collective: on every rank
+	// that waits for the others in these small ones (see TestCollMoreErrors).
 	mustRun(t, 3, func(c *mpi.Comm) error {
 		r := c.Rank()
 		ok3, okd := []int{1, 1, 1}, []int{0, 1, 2}
+		mayLeave := func(err error, class mpi.Class, leaves bool) error {
+			if leaves && err == nil {
+				return nil
+			}
+			return check(err, class)
+		}
+		big, bigd := []int{1024, 1024, 1024}, []int{0, 1024, 2048}
 		for i, e := range []error{
 			// Rank 2 sends more than the root expects, then fewer.
-			check(mpi.Gatherv(c, make([]int32, 1+r/2), make([]int32, 3), ok3, okd, 0), mpi.ErrTruncate),
-			check(mpi.Gatherv(c, make([]int32, 1-r/2), make([]int32, 3), ok3, okd, 0), mpi.ErrCount),
-			// Rank 1's receive buffer is too short for its block.
-			check(mpi.Scatterv(c, make([]int32, 6), []int{2, 2, 2}, []int{0, 2, 4}, make([]int32, 2-r%2), 0), mpi.ErrTruncate),
+			mayLeave(mpi.Gatherv(c, make([]int32, 1+r/2), make([]int32, 3), ok3, okd, 0), mpi.ErrTruncate, r != 0),
+			mayLeave(mpi.Gatherv(c, make([]int32, 1-r/2), make([]int32, 3), ok3, okd, 0), mpi.ErrCount, r != 0),
+			// Rank 1's receive buffer is too short for its block: its mistake alone.
+			mayLeave(mpi.Scatterv(c, make([]int32, 6), []int{2, 2, 2}, []int{0, 2, 4}, make([]int32, 2-r%2), 0), mpi.ErrTruncate, r != 1),
 			check(mpi.Allgatherv(c, make([]int32, 1+r%2), make([]int32, 3), ok3, okd), mpi.ErrTruncate),
 			// Rank 1 expects two elements from each rank.
 			check(mpi.Alltoallv(c, make([]int32, 3), ok3, okd, make([]int32, 6), []int{1 + r%2, 1 + r%2, 1 + r%2}, []int{0, 2, 4}), mpi.ErrCount),
 			// Different roots.
-			check(mpi.Gatherv(c, make([]int32, 1), make([]int32, 3), ok3, okd, r%2), mpi.ErrRoot),
+			mayLeave(mpi.Gatherv(c, make([]int32, 1), make([]int32, 3), ok3, okd, r%2), mpi.ErrRoot, r == 2),
+			// Large: every rank waits for the others, and learns.
+			check(mpi.Gatherv(c, make([]int32, 1024+r/2), make([]int32, 3072), big, bigd, 0), mpi.ErrTruncate),
+			check(mpi.Scatterv(c, make([]int32, 3072), big, bigd, make([]int32, 1024-r%2), 0), mpi.ErrTruncate),
 		} {
 			if e != nil {
 				return fmt.Errorf("case %d: %w", i, e)
@@ -613,9 +641,145 @@ func TestCollMoreVErrors(t *testing.T) {
 		} else {
 			err = mpi.Gatherv(c, make([]int32, 1), make([]int32, 3), ok3, okd, 0)
 		}
-		if err == nil {
+		if err == nil && r != 2 { // a small Gatherv's non-root may have left first
 			return fmt.Errorf("Gatherv against Allgatherv succeeded")
 		}
 		return c.Barrier()
+	})
+}
+
+// TestSmallExchangesPipeline: in small Gathers, Scatters and Scans the ranks that
+// need nothing from the others (a Gather's non-roots, a Scatter's root, rank 0 of
+// a Scan) leave at once, having copied what the others read of them, so they run
+// calls ahead of ranks that have not made them yet; they then reuse their buffers
+// and counts, and the late ranks still get every value.
+func TestSmallExchangesPipeline(t *testing.T) {
+	const ahead = 5
+	// token holds the late ranks until every early rank is done.
+	token := func(c *mpi.Comm, early func(r int) bool) error {
+		for r := range c.Size() {
+			var err error
+			switch {
+			case early(c.Rank()) && !early(r):
+				err = mpi.Send(c, []byte{1}, r, 9)
+			case !early(c.Rank()) && early(r):
+				_, err = mpi.Recv(c, make([]byte, 1), r, 9)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	mustRun(t, 3, func(c *mpi.Comm) error {
+		r, n := c.Rank(), c.Size()
+		// Gather and Gatherv to root 0.
+		if r != 0 {
+			send := make([]int64, r)
+			for i := range ahead {
+				for j := range send {
+					send[j] = int64(100*i + 10*r + j)
+				}
+				if err := mpi.Gather(c, send[:1], nil, 0); err != nil {
+					return err
+				}
+				if err := mpi.Gatherv(c, send, nil, nil, nil, 0); err != nil {
+					return err
+				}
+			}
+			clear(send)
+		}
+		if err := token(c, func(r int) bool { return r != 0 }); err != nil {
+			return err
+		}
+		if r == 0 {
+			for i := range ahead {
+				got := make([]int64, n)
+				if err := mpi.Gather(c, []int64{int64(100 * i)}, got, 0); err != nil {
+					return err
+				}
+				if want := []int64{int64(100 * i), int64(100*i + 10), int64(100*i + 20)}; !slices.Equal(got, want) {
+					return fmt.Errorf("Gather %d got %v, want %v", i, got, want)
+				}
+				gotv := make([]int64, 3)
+				if err := mpi.Gatherv(c, nil, gotv, []int{0, 1, 2}, []int{0, 0, 1}, 0); err != nil {
+					return err
+				}
+				if want := []int64{int64(100*i + 10), int64(100*i + 20), int64(100*i + 21)}; !slices.Equal(gotv, want) {
+					return fmt.Errorf("Gatherv %d got %v, want %v", i, gotv, want)
+				}
+			}
+		}
+		// Scatter and Scatterv from root 2, whose buffer and counts change after each call.
+		if r == 2 {
+			send := make([]int64, n)
+			counts, displs := []int{1, 2, 0}, []int{2, 0, 0}
+			for i := range ahead {
+				for j := range send {
+					send[j] = int64(100*i + j)
+				}
+				if err := mpi.Scatter(c, send, make([]int64, 1), 2); err != nil {
+					return err
+				}
+				if err := mpi.Scatterv(c, send, counts, displs, nil, 2); err != nil {
+					return err
+				}
+				clear(send)
+				counts[0], counts[1], displs[0] = 9, 9, 9
+				counts[0], counts[1], displs[0] = 1, 2, 2
+			}
+			counts[0], counts[1] = 0, 0
+		}
+		if err := token(c, func(r int) bool { return r == 2 }); err != nil {
+			return err
+		}
+		if r != 2 {
+			for i := range ahead {
+				got := make([]int64, 1)
+				if err := mpi.Scatter(c, nil, got, 2); err != nil {
+					return err
+				}
+				if got[0] != int64(100*i+r) {
+					return fmt.Errorf("Scatter %d got %v, want %d", i, got, 100*i+r)
+				}
+				gotv := make([]int64, 1+r)
+				if err := mpi.Scatterv(c, nil, nil, nil, gotv, 2); err != nil {
+					return err
+				}
+				want := []int64{int64(100*i + 2)}
+				if r == 1 {
+					want = []int64{int64(100 * i), int64(100*i + 1)}
+				}
+				if !slices.Equal(gotv, want) {
+					return fmt.Errorf("Scatterv %d got %v, want %v", i, gotv, want)
+				}
+			}
+		}
+		// Scan: rank 0 runs ahead.
+		if r == 0 {
+			send := make([]int64, 1)
+			for i := range ahead {
+				send[0] = int64(i)
+				if err := mpi.Scan(c, send, make([]int64, 1), mpi.Sum); err != nil {
+					return err
+				}
+			}
+			send[0] = -1
+		}
+		if err := token(c, func(r int) bool { return r == 0 }); err != nil {
+			return err
+		}
+		if r != 0 {
+			for i := range ahead {
+				got := make([]int64, 1)
+				if err := mpi.Scan(c, []int64{int64(10 * r)}, got, mpi.Sum); err != nil {
+					return err
+				}
+				if want := int64(i + 10*r*(r+1)/2); got[0] != want {
+					return fmt.Errorf("Scan %d on rank %d got %d, want %d", i, r, got[0], want)
+				}
+			}
+		}
+		return nil
 	})
 }

@@ -320,8 +320,12 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		}
 		if fresh == nil {
 			fresh = c.reuse(s)
-			mem := fresh.mem
+			mem, x := fresh.mem, fresh.x.Load()
 			*fresh = episode{seq: s, kind: k, root: root, elem: elem, fn: fn, mem: mem}
+			if x != nil && x.ready != nil { // a small exchange's, kept with its copies
+				x.reset()
+				fresh.x.Store(x)
+			}
 			if k == barrier && c.n > fanIn {
 				fresh.tree = newTree(c.n)
 			}
@@ -425,11 +429,17 @@ func (c *Comm) check(e *episode, rank int, k kind, root, elem int) {
 	}
 }
 
-// fail records the first fault of e and releases every rank waiting in it.
+// fail records the first fault of e and releases every rank waiting in it. (A rank
+// that makes the exchange loads fault after: one of the two sees the other.)
 func (e *episode) fail(err *errs.Error) {
 	e.fault.CompareAndSwap(nil, err)
 	e.start.release()
 	e.done.release()
+	if x := e.x.Load(); x != nil {
+		for i := range x.ready {
+			x.ready[i].release()
+		}
+	}
 	for _, level := range e.tree {
 		for i := range level {
 			level[i].gate.release()

@@ -20,7 +20,9 @@ import (
 // the root's buffer (Gather) or pulls its blocks from the others' buffers (the
 // others), and a reducing rank folds the others' contributions into its own
 // receive buffer in rank order. Every rank leaves once all have finished, since
-// the others may still read its buffers until then.
+// the others may still read its buffers until then; in a small exchange a rank
+// publishes a copy of its send buffer instead, and leaves once its own part is done
+// (see exchangeEager).
 //
 // In place is the caller's business: a rank passes a send buffer that is the block
 // of its own receive buffer (or the reverse) where the data already lies, and the
@@ -28,7 +30,9 @@ import (
 // owner overwrites (Alltoall, the reductions), the caller passes a copy.
 //
 // Counts and displacements are in bytes here; the caller has checked them (no
-// negative count, every block inside its buffer, no overlapping receive blocks).
+// negative count, every block inside its buffer, no overlapping receive blocks),
+// and they are made for the call and never changed: the ranks of a small exchange
+// read them after their owner has left.
 
 // The kinds of this file, far from the others' so that new kinds there never collide.
 const (
@@ -61,9 +65,24 @@ func (k kind) more() string {
 
 // exchange is what the ranks of one episode publish: one part each, written by its
 // rank before it arrives and read by the others after the start gate opens.
+//
+// A small exchange's is kept when its episode is reused, with the copies of the
+// ranks' send buffers (each rank reuses its own): it then costs no allocation.
 type exchange struct {
 	parts    []Part
 	finished atomic.Int64 // ranks done with their share
+	ready    []gate       // small: a Scan's rank r's opens once ranks 0 to r-1 have published
+	copies   [][]byte     // small: each rank's copy of its send buffer
+}
+
+// reset readies a small exchange for another episode, whose maker calls it before
+// anybody else sees it (nobody touches the old one: see Comm.reuse).
+func (x *exchange) reset() {
+	clear(x.parts) // no user buffer stays reachable from here
+	x.finished.Store(0)
+	for i := range x.ready {
+		x.ready[i] = gate{}
+	}
 }
 
 // Part is one rank's buffers in a collective of this file. Counts and displacements
@@ -172,7 +191,21 @@ func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byt
 	return c.exchange(reduceScatter, rank, 0, elem, fn, p)
 }
 
-// exchange runs one collective of this file: publish, check, work, leave together.
+// exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that
+// many ranks whose maker's buffers hold at most that many bytes. In a small exchange
+// every rank publishes a copy of what the others read of it (its send buffer), so
+// nobody waits for the others to finish: a rank that needs
+// nothing from the others (a Gather's non-roots, a Scatter's root, rank 0 of Scan
+// and Exscan) leaves as soon as it has arrived, and the others once they have done
+// their part. Successive calls then pipeline through the ring, as small Bcasts and
+// Reduces do, instead of each costing two waits of every rank.
+const (
+	exchangeEager      = 1 << 10
+	exchangeEagerRanks = 16
+)
+
+// exchange runs one collective of this file: publish, check, work, leave together
+// (or, when small, as soon as nobody needs this rank's buffers).
 func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte), p Part) error {
 	if c.n == 1 {
 		x := &exchange{parts: []Part{p}}
@@ -180,13 +213,17 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			f.Rank = rank
 			return f
 		}
-		if f := c.part(k, x, rank, root, fn); f != nil {
+		if f := c.part(k, x, rank, root, fn, false); f != nil {
 			f.Rank = rank
 			return f
 		}
 		return nil
 	}
-	e := c.join(rank, k, root, elem, fn, -1)
+	width := -1 // a small exchange: see join
+	if c.n <= exchangeEagerRanks && max(len(p.Send), len(p.Recv)) <= exchangeEager {
+		width = 0
+	}
+	e := c.join(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
 	}
@@ -194,11 +231,17 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	x := e.x.Load()
 	if x == nil {
 		fresh := &exchange{parts: make([]Part, c.n)}
+		if e.small {
+			fresh.ready, fresh.copies = make([]gate, c.n), make([][]byte, c.n)
+		}
 		if e.x.CompareAndSwap(nil, fresh) {
 			x = fresh
 		} else {
 			x = e.x.Load()
 		}
+	}
+	if e.small {
+		return c.exchangeSmall(e, x, k, rank, root, elem, p)
 	}
 	x.parts[rank] = p
 	n := int64(c.n)
@@ -214,7 +257,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		ok = c.wait(&e.start)
 	}
 	if ok && e.fault.Load() == nil && e.enter() {
-		f := c.part(k, x, rank, root, e.fn)
+		f := c.part(k, x, rank, root, e.fn, false)
 		e.exit()
 		if f != nil {
 			e.fail(f)
@@ -226,6 +269,95 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		ok = c.wait(&e.done)
 	}
 	return c.outcome(e, rank, ok)
+}
+
+// exchangeSmall is a rank's part in a small exchange. It waits only for the ranks
+// whose data it needs: a Gather's root and the ranks of the all-to-all collectives
+// for every rank (the last to arrive checks that they agree, as in a large one), a
+// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1 (in a
+// chain: each opens the next one's gate once its own is open). A rank that needs
+// nothing leaves once it has published its copy, so it may not learn of a mistake
+// another rank makes; a rank that waits checks what it reads.
+func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
+	if e.fault.Load() != nil || k != e.kind { // check failed: every gate is open
+		return c.outcome(e, rank, true)
+	}
+	if readByOthers(k, rank, root) {
+		x.copies[rank] = append(x.copies[rank][:0], p.Send...)
+		p.Send = x.copies[rank]
+	}
+	x.parts[rank] = p
+	me := &x.parts[rank]
+	ok := true
+	switch k {
+	case scatter, scatterv:
+		if rank == root {
+			e.start.release()
+		} else if ok = c.wait(&e.start); !ok || e.fault.Load() != nil {
+			return c.outcome(e, rank, ok)
+		}
+		src := x.parts[root].sendBlock(rank)
+		if len(src) > len(me.Recv) {
+			who := fmt.Sprintf("rank %d", rank)
+			if rank == root {
+				who = "itself"
+			}
+			return &errs.Error{Class: errs.Truncate, Op: k.String(), Rank: rank, Peer: root, Tag: errs.None,
+				Detail: fmt.Sprintf("the root sends %d elements to %s, whose receive buffer holds %d", len(src)/max(elem, 1), who, len(me.Recv)/max(elem, 1))}
+		}
+		move(me.Recv[:len(src)], src)
+		return c.outcome(e, rank, true)
+	case scan, exscan:
+		if rank > 0 {
+			ok = c.wait(&x.ready[rank])
+		}
+		if rank+1 < c.n {
+			x.ready[rank+1].release()
+		}
+		if !ok || e.fault.Load() != nil {
+			return c.outcome(e, rank, ok)
+		}
+		for j := range rank {
+			if a, b := len(x.parts[j].Send), len(me.Send); a != b {
+				f := &errs.Error{Class: errs.Count, Op: k.String(), Peer: j, Tag: errs.None,
+					Detail: fmt.Sprintf("rank %d has %d elements, rank %d has %d", j, a/max(elem, 1), rank, b/max(elem, 1))}
+				e.fail(f)
+				return c.outcome(e, rank, true)
+			}
+		}
+	default:
+		last := e.arrived.Add(1) == int64(c.n)
+		if last {
+			if f := c.agree(k, x, root, elem); f != nil {
+				e.fail(f)
+			}
+			e.start.release()
+		}
+		if (k == gather || k == gatherv) && rank != root {
+			return c.outcome(e, rank, true) // the root pulls the copy
+		}
+		if !last {
+			ok = c.wait(&e.start)
+		}
+		if !ok || e.fault.Load() != nil {
+			return c.outcome(e, rank, ok)
+		}
+	}
+	if f := c.part(k, x, rank, root, e.fn, true); f != nil {
+		e.fail(f)
+	}
+	return c.outcome(e, rank, true)
+}
+
+// readByOthers reports whether other ranks read a rank's send side.
+func readByOthers(k kind, rank, root int) bool {
+	switch k {
+	case gather, gatherv:
+		return rank != root
+	case scatter, scatterv:
+		return rank == root
+	}
+	return true
 }
 
 // agree checks, once every rank has published its part, that the ranks' lengths
@@ -299,12 +431,20 @@ func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
 	return nil
 }
 
-// part does the calling rank's share of the copies or of the reduction.
-func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte)) (fault *errs.Error) {
+// part does the calling rank's share of the copies or of the reduction. In a small
+// exchange (pull) the root of a Gather pulls every block, as its senders may have
+// left; otherwise each sender pushes its own.
+func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte), pull bool) (fault *errs.Error) {
 	ps, me := x.parts, &x.parts[rank]
 	switch k {
 	case gather, gatherv:
-		move(ps[root].recvBlock(rank), me.Send)
+		if !pull {
+			move(ps[root].recvBlock(rank), me.Send)
+		} else if rank == root {
+			for j := range ps {
+				move(me.recvBlock(j), ps[j].Send)
+			}
+		}
 	case scatter, scatterv:
 		src := ps[root].sendBlock(rank)
 		move(me.Recv[:len(src)], src)

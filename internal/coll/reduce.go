@@ -240,20 +240,12 @@ func (c *Comm) foldSmall(e *episode, root int, send, recv []byte) (err *errs.Err
 			err = opPanic("Reduce", p)
 		}
 	}()
-	var own [reduceEager]byte // the root's contribution, which recv may be
-	mine := own[:len(send)]
-	copy(mine, send)
 	w := e.width
-	src := func(r int) []byte {
-		if r == root {
-			return mine
-		}
-		return e.slab[r*w : (r+1)*w]
-	}
+	copy(e.slab[root*w:], send) // the root's piece of the slab is free, and recv may be send
 	acc := recv[:w]
-	copy(acc, src(c.n-1))
+	copy(acc, e.slab[(c.n-1)*w:])
 	for r := c.n - 2; r >= 0; r-- {
-		e.fn(src(r), acc)
+		e.fn(e.slab[r*w:(r+1)*w], acc)
 	}
 	return nil
 }
