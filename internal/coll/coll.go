@@ -219,25 +219,33 @@ func (k kind) String() string {
 
 // episode is one collective call of every rank of a communicator.
 type episode struct {
-	seq  uint64
-	kind kind
-	root int // Bcast, Reduce
-	elem int // element size in bytes (Bcast, Reduce, Allreduce)
-	fn   func(in, inout []byte)
+	// The first two lines are what every rank reads, written by the maker before
+	// it publishes the episode and then only once (start, fault, buf, slab): apart
+	// from arrived, which every rank writes, so that no arrival takes them away.
+	seq   uint64
+	kind  kind
+	small bool // see slab
+	owned bool // Bcast: buf is the episode's copy, which no early exit gives back
+	root  int  // Bcast, Reduce
+	elem  int  // element size in bytes (Bcast, Reduce, Allreduce)
+	fn    func(in, inout []byte)
+	fault atomic.Pointer[errs.Error]
+	start gate // Bcast: the root's buffer is published; reductions: every rank has arrived
 
-	arrived atomic.Int64 // ranks that have joined; every rank adds one exactly once
-	start   gate         // Bcast: the root's buffer is published; reductions: every rank has arrived
-	done    gate         // the episode is over for every rank still waiting in it
-
-	buf   []byte // Bcast: the root's buffer, written before start opens
-	owned bool   // Bcast: buf is the episode's copy, which no early exit gives back
+	buf []byte // Bcast: the root's buffer, written before start opens
 
 	// A small Reduce (reduceSmall): every rank but the root copies its contribution
 	// into its piece of slab, of the maker's length (width), before it arrives, so
 	// that it can leave at once; a rank of another length records itself in odd.
-	small bool
+	// (A small exchange of gather.go is marked small too, with an empty slab.)
 	slab  []byte
 	width int
+	x     atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers
+
+	arrived atomic.Int64 // ranks that have joined; every rank adds one exactly once
+	_       [56]byte
+
+	done  gate // the episode is over for every rank still waiting in it
 	maker int
 	odd   atomic.Pointer[[2]int] // a rank whose length is not width, and its length
 	mem   []byte                 // slab, or a small Bcast's copy (see own)
@@ -252,11 +260,9 @@ type episode struct {
 	// Early exits (abort, fault) wait until nobody touches another rank's buffer.
 	busy   atomic.Int64
 	closed atomic.Bool
-	fault  atomic.Pointer[errs.Error]
 
 	tree [][]node // Barrier of more than fanIn ranks: the combining tree, leaves first
-
-	x atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers
+	_    [56]byte // 384 bytes, a size class of whole lines: episodes start on a line
 }
 
 // gate is a one-shot event: a flag to poll and a channel to park on, made by the
