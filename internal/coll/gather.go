@@ -2,6 +2,7 @@ package coll
 
 import (
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"unsafe"
 
@@ -69,10 +70,11 @@ func (k kind) more() string {
 // A small exchange's is kept when its episode is reused, with the copies of the
 // ranks' send buffers (each rank reuses its own): it then costs no allocation.
 type exchange struct {
-	parts    []Part
-	finished atomic.Int64 // ranks done with their share
-	ready    []gate       // small: a Scan's rank r's opens once ranks 0 to r-1 have published
-	copies   [][]byte     // small: each rank's copy of its send buffer
+	parts     []Part
+	finished  atomic.Int64  // ranks done with their share
+	ready     []gate        // small: a Scan's rank r's opens once ranks 0 to r-1 have published
+	published atomic.Uint32 // small: a Scan's ranks that have published, a bit each
+	copies    [][]byte      // small: each rank's copy of its send buffer
 }
 
 // reset readies a small exchange for another episode, whose maker calls it before
@@ -80,6 +82,7 @@ type exchange struct {
 func (x *exchange) reset() {
 	clear(x.parts) // no user buffer stays reachable from here
 	x.finished.Store(0)
+	x.published.Store(0)
 	for i := range x.ready {
 		x.ready[i] = gate{}
 	}
@@ -201,7 +204,7 @@ func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byt
 // Reduces do, instead of each costing two waits of every rank.
 const (
 	exchangeEager      = 1 << 10
-	exchangeEagerRanks = 16
+	exchangeEagerRanks = 16 // at most 32: a Scan's ranks are bits of a uint32
 )
 
 // exchange runs one collective of this file: publish, check, work, leave together
@@ -274,8 +277,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 // exchangeSmall is a rank's part in a small exchange. It waits only for the ranks
 // whose data it needs: a Gather's root and the ranks of the all-to-all collectives
 // for every rank (the last to arrive checks that they agree, as in a large one), a
-// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1 (in a
-// chain: each opens the next one's gate once its own is open). A rank that needs
+// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1. A rank that needs
 // nothing leaves once it has published its copy, so it may not learn of a mistake
 // another rank makes; a rank that waits checks what it reads.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
@@ -308,11 +310,16 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 		move(me.Recv[:len(src)], src)
 		return c.outcome(e, rank, true)
 	case scan, exscan:
+		// Whoever completes a run of published ranks from 0 opens the gates of the
+		// ranks it completes, so that they wake together, not one after another.
+		run := bits.TrailingZeros32(^(x.published.Or(1<<rank) | 1<<rank))
+		for i := 1; i <= min(run, c.n-1); i++ {
+			if !x.ready[i].isOpen() {
+				x.ready[i].release()
+			}
+		}
 		if rank > 0 {
 			ok = c.wait(&x.ready[rank])
-		}
-		if rank+1 < c.n {
-			x.ready[rank+1].release()
 		}
 		if !ok || e.fault.Load() != nil {
 			return c.outcome(e, rank, ok)
