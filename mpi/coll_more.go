@@ -448,7 +448,8 @@ func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el i
 	case len(displs) != n:
 		return nil, nil, errs.New(errs.Arg, name, c.rank, "%d %s displacements for the %d ranks", len(displs), what, n)
 	}
-	bc, bd := make([]int, n), make([]int, n)
+	both := make([]int, 2*n)
+	bc, bd := both[:n:n], both[n:]
 	for j, m := range counts {
 		d := displs[j]
 		switch {
@@ -462,20 +463,47 @@ func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el i
 		bc[j], bd[j] = m*el, d*el
 	}
 	if disjoint {
-		order := make([]int, 0, n)
-		for j, m := range counts {
-			if m > 0 {
-				order = append(order, j)
-			}
-		}
-		slices.SortFunc(order, func(a, b int) int { return displs[a] - displs[b] })
-		for k := 1; k < len(order); k++ {
-			a, b := order[k-1], order[k]
-			if displs[a]+counts[a] > displs[b] {
-				return nil, nil, errs.New(errs.Buffer, name, c.rank, "%s blocks %d (displacement %d, count %d) and %d (displacement %d, count %d) overlap",
-					what, a, displs[a], counts[a], b, displs[b], counts[b])
-			}
+		if a, b, ok := overlap(counts, displs); ok {
+			return nil, nil, errs.New(errs.Buffer, name, c.rank, "%s blocks %d (displacement %d, count %d) and %d (displacement %d, count %d) overlap",
+				what, a, displs[a], counts[a], b, displs[b], counts[b])
 		}
 	}
 	return bc, bd, nil
+}
+
+// overlap finds two non-empty blocks that overlap, the first by displacement
+// first. Blocks laid out in rank order, the common case, are checked in one pass
+// without sorting or allocating.
+func overlap(counts, displs []int) (a, b int, found bool) {
+	prev := -1
+	for j, m := range counts {
+		if m == 0 {
+			continue
+		}
+		if prev >= 0 && displs[j] < displs[prev] {
+			return overlapSorted(counts, displs)
+		}
+		if prev >= 0 && displs[prev]+counts[prev] > displs[j] {
+			return prev, j, true
+		}
+		prev = j
+	}
+	return 0, 0, false
+}
+
+// overlapSorted is overlap for blocks in any order.
+func overlapSorted(counts, displs []int) (a, b int, found bool) {
+	order := make([]int, 0, len(counts))
+	for j, m := range counts {
+		if m > 0 {
+			order = append(order, j)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return displs[a] - displs[b] })
+	for k := 1; k < len(order); k++ {
+		if a, b := order[k-1], order[k]; displs[a]+counts[a] > displs[b] {
+			return a, b, true
+		}
+	}
+	return 0, 0, false
 }
