@@ -47,13 +47,23 @@ const ring = 8
 
 // The steps of a collective on the channel: the message tags.
 const (
-	tagUp     int32 = 1 + iota // towards proc index 0 (reduction, gather)
-	tagDown                    // away from the root (broadcast)
-	tagRoot                    // proc index 0 to the root's proc
-	tagDirect                  // one leader straight to another (more.go)
-	tagAlarm                   // a leader found procs making different calls: see alarm
-	tagRound                   // round r of a dissemination is tagRound+r
+	tagUp     int32           = 1 + iota // towards proc index 0 (reduction, gather)
+	tagDown                              // away from the root (broadcast)
+	tagRoot                              // proc index 0 to the root's proc
+	tagDirect                            // one leader straight to another (more.go)
+	tagAlarm                             // a leader found procs making different calls: see alarm
+	tagRound                             // round r of a dissemination is tagRound+r
+	tagPace   = tagRound + 64            // round r of a pacing dissemination is tagPace+r: see pace
 )
+
+// paceEvery is how many collectives a communicator's leaders may run between two
+// dissemination barriers among them (pace). A leader that waits for nobody (a
+// Bcast's root, a Reduce's or Gather's senders) would otherwise run ahead of the
+// other procs without bound, and their receive daemons would keep every message
+// it sent until their ranks make the calls (300,000 Bcasts of 64 bytes ahead of a
+// slow proc held 110 MB there). So a proc holds the messages of at most about
+// 2 paceEvery calls of a communicator, at the cost of a barrier every paceEvery.
+const paceEvery = 64
 
 // kind names a collective as internal/coll does.
 type kind = coll.Kind
@@ -155,8 +165,22 @@ type call struct {
 func (c *Comm) start(rank int, k kind, root, elem int) *call {
 	lr := c.lrank[rank]
 	seq := c.seqs[lr].Add(1) - 1
-	return &call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
+	o := &call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
 		sig: uint64(k)<<56 | uint64(elem&0xffffff)<<32 | uint64(uint32(root))}
+	if o.leader() && seq%paceEvery == paceEvery-1 && len(c.procs) > 1 {
+		o.pace()
+	}
+	return o
+}
+
+// pace is the leaders' barrier of every paceEvery-th call, before its own steps
+// (every leader starts every call, whatever happens in it later). A fault there
+// (the procs made different calls, or one is lost) ends the call as split does:
+// the leader no longer waits for anything in it.
+func (o *call) pace() {
+	if err := o.disseminate(nil, tagPace); err != nil {
+		o.split = err
+	}
 }
 
 func (o *call) leader() bool { return o.lr == 0 }
@@ -397,13 +421,13 @@ func (o *call) reduce(root int, acc []byte, fn Fn, err error) ([]byte, error) {
 // steps of a reduction and a broadcast (2 rounds against 4 message hops for 4
 // procs, each hop a wait for another proc to run on a crowded host), for
 // p*ceil(log2 p) messages instead of 2(p-1).
-func (o *call) disseminate(err error) error {
+func (o *call) disseminate(err error, base int32) error {
 	p, me := len(o.c.procs), o.c.me
 	for r, d := int32(0), 1; d < p; r, d = r+1, d*2 {
-		if err = o.send((me+d)%p, tagRound+r, nil, err); err == coll.ErrAborted {
+		if err = o.send((me+d)%p, base+r, nil, err); err == coll.ErrAborted {
 			return err
 		}
-		_, rerr := o.recv((me-d+p)%p, tagRound+r)
+		_, rerr := o.recv((me-d+p)%p, base+r)
 		if err = worse(err, rerr); err == coll.ErrAborted {
 			return err
 		}
@@ -600,7 +624,7 @@ func (c *Comm) Barrier(rank int) error {
 	o.arrive(coll.Part{})
 	err := o.sameCall(o.fromLocal(c.local.Barrier(o.lr)))
 	if o.leader() {
-		err = o.disseminate(err)
+		err = o.disseminate(err, tagRound)
 	}
 	out, rerr := o.release(err, nil)
 	return o.finish(out, worse(err, rerr))

@@ -411,3 +411,64 @@ func TestMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAheadBounded: a Bcast's root waits for nobody, but its leader waits at
+// every paceEvery-th call for the other procs' leaders, so while a proc is slow to
+// call, the root gets at most paceEvery calls ahead and the slow proc holds the
+// messages of at most that many; once it calls, every Bcast arrives.
+func TestRunAheadBounded(t *testing.T) {
+	for _, procOf := range [][]int{{0, 1}, {0, 0, 1, 2, 2}} {
+		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+			const calls = 10 * paceEvery
+			procs := slices.Max(procOf) + 1
+			nets := mesh(procs, make(chan struct{}))
+			comms := make([]*Comm, procs)
+			for p := range comms {
+				comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
+			}
+			var rootDone atomic.Int64
+			hold := make(chan struct{})
+			results := make([]error, len(procOf))
+			var wg sync.WaitGroup
+			for r, p := range procOf {
+				wg.Go(func() {
+					if p == procs-1 {
+						<-hold // the last proc is slow to call
+					}
+					for i := range calls {
+						buf := make([]byte, 8)
+						if r == 0 {
+							buf[0], buf[7] = byte(i), byte(i>>8)
+						}
+						if err := comms[p].Bcast(r, buf, 1, 0); err != nil {
+							results[r] = err
+							return
+						}
+						if buf[0] != byte(i) || buf[7] != byte(i>>8) {
+							results[r] = fmt.Errorf("rank %d: Bcast %d got %v", r, i, buf)
+							return
+						}
+						if r == 0 {
+							rootDone.Add(1)
+						}
+					}
+				})
+			}
+			time.Sleep(100 * time.Millisecond)
+			if got := rootDone.Load(); got >= 2*paceEvery {
+				t.Errorf("the root ran %d Bcasts ahead of a proc that made none, want fewer than %d", got, 2*paceEvery)
+			}
+			if got := nets[procs-1].pending(); got > 2*paceEvery {
+				t.Errorf("the slow proc holds %d messages, want at most %d", got, 2*paceEvery)
+			}
+			close(hold)
+			wg.Wait()
+			noErrors(t, results)
+			for p, n := range nets {
+				if k := n.pending(); k != 0 {
+					t.Errorf("proc %d: %d messages left behind", p, k)
+				}
+			}
+		})
+	}
+}
