@@ -47,14 +47,17 @@ const ring = 8
 
 // The steps of a collective on the channel: the message tags.
 const (
-	tagUp     int32           = 1 + iota // towards proc index 0 (reduction, gather)
-	tagDown                              // away from the root (broadcast)
-	tagRoot                              // proc index 0 to the root's proc
-	tagDirect                            // one leader straight to another (more.go)
-	tagAlarm                             // a leader found procs making different calls: see alarm
-	tagRound                             // round r of a dissemination is tagRound+r
-	tagPace   = tagRound + 64            // round r of a pacing dissemination is tagPace+r: see pace
+	tagUp     int32 = 1 + iota // towards proc index 0 (reduction, gather)
+	tagDown                    // away from the root (broadcast)
+	tagRoot                    // proc index 0 to the root's proc
+	tagDirect                  // one leader straight to another (more.go)
+	tagAlarm                   // a leader found procs making different calls: see alarm
+	tagRound                   // round r of a dissemination is tagRound+r
 )
+
+// tagPace is the tag of round 0 of a pacing dissemination (see pace), past those
+// of a Barrier's.
+const tagPace = tagRound + 64
 
 // paceEvery is how many collectives a communicator's leaders may run between two
 // dissemination barriers among them (pace). A leader that waits for nobody (a
