@@ -197,11 +197,11 @@ func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byt
 // exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that
 // many ranks whose maker's buffers hold at most that many bytes. In a small exchange
 // every rank publishes a copy of what the others read of it (its send buffer), so
-// nobody waits for the others to finish: a rank that needs
-// nothing from the others (a Gather's non-roots, a Scatter's root, rank 0 of Scan
-// and Exscan) leaves as soon as it has arrived, and the others once they have done
-// their part. Successive calls then pipeline through the ring, as small Bcasts and
-// Reduces do, instead of each costing two waits of every rank.
+// nobody waits for the others to finish: a rank that needs nothing from the others
+// (a Gather's non-roots, a Scatter's root, rank 0 of Scan and Exscan) leaves as
+// soon as it has published, and the others once they have done their part.
+// Successive calls then pipeline through the ring, as small Bcasts and Reduces do,
+// instead of each costing two waits of every rank.
 const (
 	exchangeEager      = 1 << 10
 	exchangeEagerRanks = 16 // at most 32: a Scan's ranks are bits of a uint32
@@ -277,9 +277,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 // exchangeSmall is a rank's part in a small exchange. It waits only for the ranks
 // whose data it needs: a Gather's root and the ranks of the all-to-all collectives
 // for every rank (the last to arrive checks that they agree, as in a large one), a
-// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1. A rank that needs
-// nothing leaves once it has published its copy, so it may not learn of a mistake
-// another rank makes; a rank that waits checks what it reads.
+// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1. A rank
+// that needs nothing leaves once it has published its copy, so it may not learn of
+// a mistake another rank makes; a rank that waits checks what it reads.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
 	if e.fault.Load() != nil || k != e.kind { // check failed: every gate is open
 		return c.outcome(e, rank, true)
