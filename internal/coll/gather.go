@@ -281,7 +281,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 // that needs nothing leaves once it has published its copy, so it may not learn of
 // a mistake another rank makes; a rank that waits checks what it reads.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
-	if e.fault.Load() != nil || k != e.kind { // check failed: every gate is open
+	if e.fault.Load() != nil { // a check failed (another collective, root or element size): every gate is open
 		return c.outcome(e, rank, true)
 	}
 	if readByOthers(k, rank, root) {
