@@ -1,7 +1,6 @@
 package xcoll
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -87,8 +86,8 @@ type Comm struct {
 	me          int         // our proc's index
 	consecutive bool        // every proc's ranks are consecutive: folding by proc keeps rank order
 	seqs        []atomic.Uint64
-	out         [ring]atomic.Pointer[outcome]
-	slots       [ring][]slot // by collective, then local rank: see arrive
+	out         [ring]outcome // written by the leader, read by its proc's ranks after a local collective
+	slots       [ring][]slot  // by collective, then local rank: see arrive
 }
 
 // slot is what a rank tells its proc's leader of its call, through memory: which
@@ -100,7 +99,7 @@ type slot struct {
 
 // outcome is what a leader tells its proc's ranks at the end of a collective.
 type outcome struct {
-	seq  uint64
+	seq  uint64 // the collective's number plus one (0: none published in its slot yet)
 	err  error
 	data []byte
 }
@@ -165,10 +164,10 @@ type call struct {
 	split      error  // the proc's ranks made different calls: see sameCall
 }
 
-func (c *Comm) start(rank int, k kind, root, elem int) *call {
+func (c *Comm) start(rank int, k kind, root, elem int) call {
 	lr := c.lrank[rank]
 	seq := c.seqs[lr].Add(1) - 1
-	o := &call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
+	o := call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
 		sig: uint64(k)<<56 | uint64(elem&0xffffff)<<32 | uint64(uint32(root))}
 	if o.leader() && seq%paceEvery == paceEvery-1 && len(c.procs) > 1 {
 		o.pace()
@@ -297,9 +296,9 @@ func (o *call) recv(from int, tag int32) ([]byte, error) {
 		return nil, o.split
 	}
 	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag, o.sig)
-	var odd *OddCall
+	odd, isOdd := err.(*OddCall)
 	switch {
-	case errors.As(err, &odd):
+	case isOdd:
 		peer := errs.None
 		if i, ok := o.c.index[odd.Proc]; ok {
 			peer = o.c.members[i][0]
@@ -594,13 +593,13 @@ func (o *call) release(err error, data []byte) (*outcome, error) {
 // (for Bcast, coll's BcastWait: a plain local Bcast's root may return at once).
 func (o *call) publish(err error, data []byte) {
 	if o.leader() {
-		o.c.out[o.seq%ring].Store(&outcome{seq: o.seq, err: err, data: data})
+		o.c.out[o.seq%ring] = outcome{seq: o.seq + 1, err: err, data: data}
 	}
 }
 
 func (o *call) outcome() (*outcome, error) {
-	out := o.c.out[o.seq%ring].Load()
-	if out == nil || out.seq != o.seq {
+	out := &o.c.out[o.seq%ring]
+	if out.seq != o.seq+1 {
 		return nil, o.fault(errs.Intern, errs.None, "the outcome of collective %d was not published", o.seq+1)
 	}
 	return out, nil
@@ -757,9 +756,10 @@ func (o *call) blocks(blobs [][]byte, m int) (func(r int) []byte, error) {
 			return nil, o.lengths(o.rank, m, lead, len(b)/max(len(o.c.members[i]), 1))
 		}
 	}
+	c := o.c // not o, which would then escape
 	return func(r int) []byte {
-		j := o.c.lrank[r]
-		return blobs[o.c.procOf[r]][j*m : (j+1)*m]
+		j := c.lrank[r]
+		return blobs[c.procOf[r]][j*m : (j+1)*m]
 	}, nil
 }
 

@@ -61,7 +61,7 @@ func FuzzDeliver(f *testing.F) {
 			if err != nil {
 				break // the job ends: the connection is closed
 			}
-			if bx := n.allBoxes()[name{h.Context, h.Seq, h.Tag, proc}]; bx != nil && bx.isDone() {
+			if bx := n.allBoxes()[name{h.Context, h.Seq, h.Tag, proc}]; bx != nil && bx.whole {
 				whole = append(whole, key{proc, h})
 			}
 		}
@@ -80,7 +80,10 @@ func FuzzDeliver(f *testing.F) {
 		}
 		n.Lost(1, errors.New("gone"))
 		for k, b := range n.allBoxes() {
-			if _, err := n.Recv(k.proc, k.ctx, k.seq, k.tag, 0); err == nil && !b.isDone() {
+			n.mu.Lock()
+			whole := b.whole
+			n.mu.Unlock()
+			if _, err := n.Recv(k.proc, k.ctx, k.seq, k.tag, 0); err == nil && !whole {
 				t.Fatalf("a Recv of an unfinished message returned after Lost without an error")
 			}
 		}

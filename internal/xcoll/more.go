@@ -55,7 +55,7 @@ func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part, l lead) err
 	o.fn = fn
 	ps, err := o.meet(p)
 	if o.leader() {
-		err = l(o, ps, err)
+		err = l(&o, ps, err)
 	}
 	out, rerr := o.release(err, nil)
 	return o.finish(out, worse(err, rerr))

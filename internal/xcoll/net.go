@@ -20,7 +20,8 @@ import (
 // of the connection while other collectives wait behind it.
 const fragBytes = 1 << 20
 
-// Sender writes a message to another proc; *netd.Device is one.
+// Sender writes a message to another proc; *netd.Device is one. It does not
+// keep h once Send returns.
 type Sender interface {
 	Send(proc int, ch netd.Channel, h *wire.Header, payload []byte) error
 }
@@ -40,6 +41,7 @@ type Net struct {
 	demand  *netd.Demand         // the device's count of waiting ranks, or nil
 	mu      sync.Mutex           // guards calls and what they hold
 	calls   map[callKey]*mailbox // messages under way or waiting for their receiver, by call
+	spare   spares               // what calls leave, for the next ones
 	eager   int                  // eagerBytes; tests lower it
 	lost    chan struct{}        // closed when the first proc is lost
 	once    sync.Once            // closes lost
@@ -72,14 +74,45 @@ type mailbox struct {
 	watch *watch
 }
 
+// spares keeps the mailboxes, boxes and watches that calls are done with, so
+// that a stream of small collectives allocates none of them: allocating them
+// was a quarter of a cross-proc Barrier's time in this package (three objects
+// and two channels per message). Guarded by Net.mu; at most spareMax of each.
+type spares struct {
+	mailboxes []*mailbox
+	boxes     []*box
+	watches   []*watch
+}
+
+const spareMax = 64
+
+// take returns the last of *list, or nil.
+func take[T any](list *[]*T) *T {
+	l := *list
+	if len(l) == 0 {
+		return nil
+	}
+	x := l[len(l)-1]
+	*list = l[:len(l)-1]
+	return x
+}
+
+// keep adds x to *list unless it holds spareMax already.
+func keep[T any](list *[]*T, x *T) {
+	if len(*list) < spareMax {
+		*list = append(*list, x)
+	}
+}
+
 // watch is a Recv waiting in the collective call key: a message of that call
 // whose signature differs from the receiver's ends the wait, since the procs made
 // different calls and the message it waits for may never come (each proc follows
 // the steps of its own call: another collective, or another root).
 type watch struct {
 	sig     uint64
-	odd     chan struct{} // closed when such a message has come
-	tripped bool          // odd is closed
+	box     *box          // the message awaited
+	wake    chan struct{} // rung (capacity 1) once box is whole or the watch trips
+	tripped bool          // such a message has come
 	from    int           // its sender
 	other   uint64        // its signature
 }
@@ -97,7 +130,7 @@ func (e *OddCall) Error() string {
 }
 
 // box is one message: filled by the receive daemon of its sender's connection,
-// read by the collective once done is closed.
+// read by the collective once it is whole.
 type box struct {
 	tag        int32  // its step
 	proc       int    // its sender
@@ -106,7 +139,7 @@ type box struct {
 	want       int  // its length, from its first fragment's header
 	got        int  // bytes received so far (receive daemon only)
 	started    bool // the first fragment came (receive daemon only)
-	done       chan struct{}
+	whole      bool // the last fragment came: set under Net.mu, by the receive daemon
 }
 
 // Msg is a message of the channel as the collectives see it. Sig names the
@@ -144,7 +177,9 @@ func (n *Net) Self() int { return n.self }
 func (n *Net) mailboxOf(k callKey) *mailbox {
 	m := n.calls[k]
 	if m == nil {
-		m = &mailbox{}
+		if m = take(&n.spare.mailboxes); m == nil {
+			m = &mailbox{}
+		}
 		n.calls[k] = m
 	}
 	return m
@@ -159,19 +194,32 @@ func (n *Net) boxOf(k name) (*box, *mailbox) {
 			return b, m
 		}
 	}
-	b := &box{tag: k.tag, proc: k.proc, done: make(chan struct{})}
+	b := take(&n.spare.boxes)
+	if b == nil {
+		b = &box{}
+	}
+	b.tag, b.proc = k.tag, k.proc
 	m.boxes = append(m.boxes, b)
 	return b, m
 }
 
 // drop takes b out of its call's mailbox m, and the mailbox out of n once it
-// holds nothing. Called with n.mu held.
+// holds nothing, keeping both for later calls. Called with n.mu held.
 func (n *Net) drop(k callKey, m *mailbox, b *box) {
 	if i := slices.Index(m.boxes, b); i >= 0 {
 		m.boxes = slices.Delete(m.boxes, i, i+1)
+		*b = box{}
+		keep(&n.spare.boxes, b)
 	}
+	n.dropEmpty(k, m)
+}
+
+// dropEmpty takes the mailbox m of call k out of n if it holds nothing and
+// nobody waits there. Called with n.mu held.
+func (n *Net) dropEmpty(k callKey, m *mailbox) {
 	if len(m.boxes) == 0 && m.watch == nil {
 		delete(n.calls, k)
+		keep(&n.spare.mailboxes, m)
 	}
 }
 
@@ -192,7 +240,7 @@ func (n *Net) deliver(proc int, h *wire.Header, read func([]byte) error) error {
 	}
 	k := name{ctx: h.Context, seq: h.Seq, tag: h.Tag, proc: proc}
 	n.mu.Lock()
-	b, _ := n.boxOf(k)
+	b, m := n.boxOf(k)
 	n.mu.Unlock()
 	if !b.started {
 		if h.Len > maxMsg {
@@ -202,7 +250,7 @@ func (n *Net) deliver(proc int, h *wire.Header, read func([]byte) error) error {
 		b.buf = make([]byte, 0, min(b.want, n.eager))
 	}
 	switch {
-	case b.isDone():
+	case b.whole: // only this daemon sets it
 		return fmt.Errorf("xcoll: proc %d sent two messages named (context %d, collective %d, step %d)", proc, h.Context, h.Seq, h.Tag)
 	case uint64(b.want) != h.Len || b.sig != h.SendReq || b.fault != h.RecvReq:
 		return fmt.Errorf("xcoll: proc %d sent two messages named (context %d, collective %d, step %d)", proc, h.Context, h.Seq, h.Tag)
@@ -225,32 +273,31 @@ func (n *Net) deliver(proc int, h *wire.Header, read func([]byte) error) error {
 		b.got = piece
 	}
 	if b.got == b.want {
-		close(b.done)
+		// m is still b's mailbox: a mailbox goes only once empty, and a box
+		// only once whole.
 		n.mu.Lock()
-		if m := n.calls[callKey{h.Context, h.Seq}]; m != nil && m.watch != nil {
-			m.watch.trip(proc, b.sig, h.Tag == tagAlarm)
+		b.whole = true
+		if w := m.watch; w != nil {
+			w.see(b)
 		}
 		n.mu.Unlock()
 	}
 	return nil
 }
 
-// isDone reports whether b is whole (its done is closed).
-func (b *box) isDone() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
+// see tells w that the message b of its call is whole: it ends w's wait if b
+// is the message awaited, or if its signature is not w's, or it is an alarm
+// (the watch then trips). Called with n.mu held.
+func (w *watch) see(b *box) {
+	switch {
+	case (b.sig != w.sig || b.tag == tagAlarm) && !w.tripped:
+		w.tripped, w.from, w.other = true, b.proc, b.sig
+	case b != w.box:
+		return
 	}
-}
-
-// trip ends w's wait if sig is not its own, or the message is an alarm. Called
-// with n.mu held.
-func (w *watch) trip(proc int, sig uint64, alarm bool) {
-	if (sig != w.sig || alarm) && !w.tripped {
-		w.tripped, w.from, w.other = true, proc, sig
-		close(w.odd)
+	select {
+	case w.wake <- struct{}{}:
+	default: // already rung
 	}
 }
 
@@ -284,68 +331,75 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32, sig uint64) (Msg
 	k := name{ctx: ctx, seq: seq, tag: tag, proc: proc}
 	ck := callKey{ctx, seq}
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	b, m := n.boxOf(k)
-	n.mu.Unlock()
-	select {
-	case <-b.done:
-	default:
-		w := n.watch(m, sig)
-		defer n.unwatch(ck, m, w)
+	if !b.whole {
+		w := n.watch(m, b, sig)
+		n.mu.Unlock()
+		var err error
 		select {
-		case <-b.done:
-		case <-w.odd:
-			return Msg{}, &OddCall{Proc: w.from, Sig: w.other}
+		case <-w.wake:
 		case <-n.aborted:
-			return Msg{}, coll.ErrAborted
+			err = coll.ErrAborted
 		case <-n.lost:
-			return Msg{}, coll.ErrAborted
+			err = coll.ErrAborted
+		}
+		n.mu.Lock()
+		if m.watch == w {
+			m.watch = nil
+		}
+		w.box = nil
+		keep(&n.spare.watches, w)
+		switch {
+		case b.whole:
+			err = nil // if it came as the job ended, it is whole all the same
+		case err == nil: // rung, and not for b
+			err = &OddCall{Proc: w.from, Sig: w.other}
+		}
+		if err != nil {
+			n.dropEmpty(ck, m)
+			return Msg{}, err
 		}
 	}
-	n.mu.Lock()
+	msg := Msg{Sig: b.sig, Fault: b.fault, Data: b.buf}
 	n.drop(ck, m, b)
-	n.mu.Unlock()
-	return Msg{Sig: b.sig, Fault: b.fault, Data: b.buf}, nil
+	return msg, nil
 }
 
-// watch registers a Recv about to wait in the call whose mailbox is m (which
-// holds the Recv's box, so it stays), tripped at once if a whole message of
-// that call with another signature than sig, or an alarm, already waits there.
-func (n *Net) watch(m *mailbox, sig uint64) *watch {
-	w := &watch{sig: sig, odd: make(chan struct{})}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// watch registers a Recv about to wait for b in the call whose mailbox is m
+// (which holds b, so it stays), tripped at once if a whole message of that call
+// with another signature than sig, or an alarm, already waits there. Called with
+// n.mu held.
+func (n *Net) watch(m *mailbox, b *box, sig uint64) *watch {
+	w := take(&n.spare.watches)
+	if w == nil {
+		w = &watch{wake: make(chan struct{}, 1)}
+	}
+	select {
+	case <-w.wake: // rung for its last Recv after that one stopped waiting
+	default:
+	}
+	w.sig, w.box, w.tripped = sig, b, false
 	m.watch = w
-	for _, b := range m.boxes {
-		select {
-		case <-b.done: // whole: its sig is set and no longer written
-			w.trip(b.proc, b.sig, b.tag == tagAlarm)
-		default:
+	for _, x := range m.boxes {
+		if x.whole {
+			w.see(x)
 		}
 	}
 	return w
-}
-
-// unwatch ends the watch w of a Recv in call k, whose mailbox is m.
-func (n *Net) unwatch(k callKey, m *mailbox, w *watch) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if m.watch == w {
-		m.watch = nil
-	}
-	if len(m.boxes) == 0 {
-		delete(n.calls, k)
-	}
 }
 
 // Send writes m to proc as the message (ctx, seq, tag), in fragments of at most
 // fragBytes. A failed write means the job is ending (a lost link also fails the
 // job): it returns coll.ErrAborted then, and the write error otherwise.
 func (n *Net) Send(proc int, ctx uint32, seq uint64, tag int32, m Msg) error {
-	h := wire.Header{Kind: wire.Coll, Context: ctx, Seq: seq, Tag: tag, Len: uint64(len(m.Data)), SendReq: m.Sig, RecvReq: m.Fault}
+	h := headers.Get().(*wire.Header) // through the interface, a local one would escape
+	defer headers.Put(h)
+	*h = wire.Header{Kind: wire.Coll, Context: ctx, Seq: seq, Tag: tag, Len: uint64(len(m.Data)), SendReq: m.Sig, RecvReq: m.Fault}
 	for off := 0; ; {
 		end := min(off+fragBytes, len(m.Data))
 		h.Offset = uint64(off)
-		if err := n.dev.Send(proc, netd.ChannelColl, &h, m.Data[off:end]); err != nil {
+		if err := n.dev.Send(proc, netd.ChannelColl, h, m.Data[off:end]); err != nil {
 			select {
 			case <-n.aborted:
 				return coll.ErrAborted
@@ -360,6 +414,9 @@ func (n *Net) Send(proc int, ctx uint32, seq uint64, tag int32, m Msg) error {
 		}
 	}
 }
+
+// headers are Send's headers, which it would otherwise allocate at every message.
+var headers = sync.Pool{New: func() any { return new(wire.Header) }}
 
 // pending returns how many messages are under way or waiting for their receiver,
 // for tests: a collective that completed leaves none behind.

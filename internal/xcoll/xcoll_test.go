@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,50 @@ func TestNetEarlyAndLate(t *testing.T) {
 	}
 	if nets[0].pending()+nets[1].pending() != 0 {
 		t.Fatal("messages left behind")
+	}
+}
+
+// TestNetAllocatesNothing: once warm, the messages of a stream of Barriers
+// among procs (sent early or waited for, as the procs' goroutines interleave)
+// allocate nothing: their mailboxes, boxes and watches are reused.
+func TestNetAllocatesNothing(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("counts every allocation of the process")
+	}
+	const procs, rounds = 3, 2000
+	procOf := []int{0, 1, 2}
+	nets := mesh(procs, make(chan struct{}))
+	comms := make([]*Comm, procs)
+	for p := range comms {
+		comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
+	}
+	barriers := func(k int) {
+		var wg sync.WaitGroup
+		for r := range procOf {
+			wg.Go(func() {
+				for range k {
+					if err := comms[r].Barrier(r); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	barriers(rounds) // warm: spares, the header pool, goroutine stacks
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	barriers(rounds)
+	runtime.ReadMemStats(&after)
+	// The goroutines and the WaitGroup of barriers cost a few.
+	if n := after.Mallocs - before.Mallocs; n > procs*8 {
+		t.Errorf("%d allocations for %d Barriers of %d procs, want none but the goroutines'", n, rounds, procs)
+	}
+	for p, n := range nets {
+		if k := n.pending(); k != 0 {
+			t.Errorf("proc %d: %d messages left behind", p, k)
+		}
 	}
 }
 

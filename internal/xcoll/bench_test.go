@@ -1,0 +1,56 @@
+package xcoll
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/weft-mpi/weft/internal/coll"
+)
+
+// BenchmarkLoop runs collectives of one rank per proc among procs joined by
+// loop, which hands each message straight to its receiver's Net: what a
+// collective costs in this package, without the network device. One op is one
+// collective of every rank; allocs/op counts every proc's.
+func BenchmarkLoop(b *testing.B) {
+	one := make([]byte, 8)
+	for _, procs := range []int{2, 4} {
+		for _, c := range []struct {
+			name string
+			fn   func(c *Comm, rank int, buf []byte) error
+		}{
+			{"barrier", func(c *Comm, rank int, _ []byte) error { return c.Barrier(rank) }},
+			{"bcast", func(c *Comm, rank int, buf []byte) error { return c.Bcast(rank, buf, 8, 0) }},
+			{"allreduce", func(c *Comm, rank int, buf []byte) error {
+				return c.Allreduce(rank, one, buf, 8, func(in, inout []byte) { inout[0] += in[0] }, true)
+			}},
+		} {
+			b.Run(fmt.Sprintf("procs=%d/%s", procs, c.name), func(b *testing.B) {
+				procOf := make([]int, procs)
+				for r := range procOf {
+					procOf[r] = r
+				}
+				nets := mesh(procs, make(chan struct{}))
+				comms := make([]*Comm, procs)
+				for p := range comms {
+					comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for r := range procOf {
+					wg.Go(func() {
+						buf := make([]byte, 8)
+						for range b.N {
+							if err := c.fn(comms[r], r, buf); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+			})
+		}
+	}
+}

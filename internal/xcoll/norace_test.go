@@ -1,0 +1,5 @@
+//go:build !race
+
+package xcoll
+
+const raceEnabled = false
