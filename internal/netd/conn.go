@@ -87,6 +87,7 @@ type conn struct {
 	copied   int // payload bytes served from buf (instrumentation for tests)
 	direct   int // payload bytes read straight into handlers' buffers
 	blocked  int // reads that blocked in the kernel (instrumentation for tests)
+	parks    int // polls that parked while another daemon led (instrumentation for tests)
 
 	// raw gives non-blocking reads (polling, see read) and writes (tryWrite);
 	// nil where the platform or the connection has none. A connection through
@@ -98,6 +99,8 @@ type conn struct {
 	pollN   int
 	pollErr error
 	budget  time.Duration // current poll budget, 0..Config.Spin
+	nudge   chan struct{} // a ring's daemon waits here while another polls (ringPoll)
+	nudged  atomic.Int32  // nudges for data by the leader (instrumentation for tests)
 }
 
 func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
@@ -114,7 +117,7 @@ func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
 	}
 	if sc, ok := nc.(*shm.Conn); ok {
 		sc.Spin = d.cfg.Spin
-		c.shm, c.budget = sc, d.cfg.Spin
+		c.shm, c.budget, c.nudge = sc, d.cfg.Spin, make(chan struct{}, 1)
 	} else if sc, ok := nc.(syscall.Conn); ok && rawIO {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw, c.pollFn, c.writeFn, c.budget = raw, c.pollOnce, c.writeOnce, d.cfg.Spin
@@ -335,6 +338,9 @@ func (c *conn) closeOrderly() {
 func (c *conn) receive() {
 	defer c.d.wg.Done()
 	err := c.serve()
+	if c.shm != nil {
+		c.d.resign(c)
+	}
 	if err == errByPeer {
 		// The peer sends nothing more and reads until we hang up: let a write
 		// under way end first.
@@ -434,8 +440,14 @@ func (c *conn) read(b []byte) (int, error) {
 	start := time.Now()
 	if c.budget > 0 || c.d.demanded() {
 		if n, err, ok := c.poll(b, start); ok {
+			if err != nil && c.shm != nil {
+				c.d.resign(c)
+			}
 			return n, err
 		}
+	}
+	if c.shm != nil {
+		c.d.resign(c) // before it blocks: another daemon may poll on
 	}
 	c.blocked++
 	n, err := c.nc.Read(b)
@@ -496,6 +508,14 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 		}
 		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demanded()) {
 			return 0, nil, false
+		}
+		if c.shm != nil {
+			if !c.d.leadOrPark(c) {
+				c.parks++
+				c.parked() // the leader polls our ring for us
+				continue
+			}
+			c.d.scan()
 		}
 		c.d.wakeRings()
 		runtime.Gosched() // goroutines of our P, such as those our handler woke

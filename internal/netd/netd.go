@@ -164,10 +164,11 @@ type Device struct {
 	delayShut atomic.Bool    // Close began: delay lines take nothing more
 	closeOnce sync.Once
 
-	demand  Demand
-	sockets atomic.Int32                // open connections that are not rings: see demanded
-	ringsMu sync.Mutex                  // serialises changes to rings
-	rings   atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
+	demand   Demand
+	sockets  atomic.Int32                // open connections that are not rings: see demanded
+	ringsMu  sync.Mutex                  // serialises changes to rings
+	ringPoll                             // which daemon polls the rings
+	rings    atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
 }
 
 // peer is what a Device knows of another proc.

@@ -90,6 +90,8 @@ type rec struct {
 	copied  int  // payload bytes the Payload served from its buffer
 	direct  int  // payload bytes read straight into the handler's buffer
 	blocked int  // reads of its connection so far that blocked in the kernel
+	parks   int  // and that parked while another daemon polled its ring
+	nudged  int  // times the polling daemon found data in its ring for it
 	partial bool
 }
 
@@ -122,6 +124,7 @@ func readAll(proc int, h *wire.Header, p *Payload) rec {
 		proc: proc, h: *h,
 		ok:     err == nil && int(h.Source) == proc && bytes.Equal(buf, payloadOf(proc, int(h.Tag), h.Seq, int(h.Frag))),
 		copied: p.c.copied - c0, direct: p.c.direct - d0, blocked: p.c.blocked,
+		parks: p.c.parks, nudged: int(p.c.nudged.Load()),
 	}
 }
 

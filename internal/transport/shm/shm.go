@@ -394,6 +394,15 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 }
 
+// Ready says whether a TryRead would find something: data, or the end of the
+// stream. Safe from any goroutine, for a poller watching rings that others read.
+func (c *Conn) Ready() bool {
+	return c.in.head.Load() != c.in.tail.Load() || c.in.eof.Load() != 0 || closed(c.gone) || closed(c.done)
+}
+
+// Closed returns a channel closed by Close.
+func (c *Conn) Closed() <-chan struct{} { return c.done }
+
 // Wake ends the sleep of a Read that waits for data the ring already holds, or
 // of a Write that waits for room the ring already has. Such a sleeper waits
 // for the peer's doorbell byte, which reaches it through the Go network poller,
