@@ -1,6 +1,9 @@
 package netd
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ringPoll lets one receive daemon at a time poll the proc's shared-memory
 // rings (the leader) while the daemons of the others park on their nudge
@@ -12,8 +15,9 @@ import "sync"
 // daemon of the ring with the message had looked.
 type ringPoll struct {
 	mu     sync.Mutex
-	leader *conn   // the daemon that polls the rings, or nil
-	parked []*conn // daemons waiting for their nudge
+	leader *conn        // the daemon that polls the rings, or nil
+	parked []*conn      // daemons waiting for their nudge
+	count  atomic.Int32 // len(parked), for a scan that finds nobody parked without the lock
 }
 
 // leadOrPark makes c the leader if there is none (or it is c) and returns
@@ -27,12 +31,16 @@ func (rp *ringPoll) leadOrPark(c *conn) bool {
 		return true
 	}
 	rp.parked = append(rp.parked, c)
+	rp.count.Store(int32(len(rp.parked)))
 	return false
 }
 
 // scan nudges the parked daemons whose rings are ready. The leader calls it
 // between its polls.
 func (rp *ringPoll) scan() {
+	if rp.count.Load() == 0 {
+		return
+	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	kept := rp.parked[:0]
@@ -46,6 +54,7 @@ func (rp *ringPoll) scan() {
 	}
 	clear(rp.parked[len(kept):])
 	rp.parked = kept
+	rp.count.Store(int32(len(kept)))
 }
 
 // resign ends c's leadership, if it leads, and nudges every parked daemon: each
@@ -64,6 +73,7 @@ func (rp *ringPoll) resign(c *conn) {
 	}
 	clear(rp.parked)
 	rp.parked = rp.parked[:0]
+	rp.count.Store(0)
 }
 
 // nudgeNow ends c's daemon's wait in parked, or its next one.
