@@ -126,10 +126,11 @@ func BenchmarkAllreduce(b *testing.B) {
 	}
 }
 
-// BenchmarkSmallExchange is Gather, Scatter and Scan of one double on 4 ranks
-// (same root), the small exchanges whose ranks wait only for the data they need.
+// BenchmarkSmallExchange is Gather, Scatter, Scan, Allgather and Allgatherv of
+// one double a rank on 4 ranks (same root): the small exchanges.
 func BenchmarkSmallExchange(b *testing.B) {
 	const n = 4
+	ones, offsets := [n]int{1, 1, 1, 1}, [n]int{0, 1, 2, 3}
 	ops := []struct {
 		name string
 		call func(c *mpi.Comm, send, recv []float64) error
@@ -137,6 +138,10 @@ func BenchmarkSmallExchange(b *testing.B) {
 		{"gather", func(c *mpi.Comm, send, recv []float64) error { return mpi.Gather(c, send[:1], recv, 0) }},
 		{"scatter", func(c *mpi.Comm, send, recv []float64) error { return mpi.Scatter(c, send, recv[:1], 0) }},
 		{"scan", func(c *mpi.Comm, send, recv []float64) error { return mpi.Scan(c, send[:1], recv[:1], mpi.Sum) }},
+		{"allgather", func(c *mpi.Comm, send, recv []float64) error { return mpi.Allgather(c, send[:1], recv) }},
+		{"allgatherv", func(c *mpi.Comm, send, recv []float64) error {
+			return mpi.Allgatherv(c, send[:1], recv, ones[:], offsets[:])
+		}},
 	}
 	for _, op := range ops {
 		b.Run(op.name, func(b *testing.B) {
