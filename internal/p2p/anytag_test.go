@@ -39,7 +39,7 @@ func (o orderCheck) check(st Status, buf []byte) error {
 }
 
 // TestAnyTagKeepsSenderOrder has three ranks of two goroutines each send messages
-// of eight tags in turn, by mailbox, inbox and direct send (8, 40 and 200 bytes), to
+// of eight tags in turn, by mailbox, inbox and direct send (8, 48 and 200 bytes), to
 // a rank that receives them all with AnySource and AnyTag, some waiting unexpected,
 // some posted first: each goroutine's messages arrive in the order sent.
 func TestAnyTagKeepsSenderOrder(t *testing.T) {
@@ -52,7 +52,7 @@ func TestAnyTagKeepsSenderOrder(t *testing.T) {
 			for g := range goroutines {
 				wg.Go(func() {
 					for i := range n {
-						if err := c.Send(s, stamped(g, i, []int{8, 40, 200}[(i+g)%3]), 0, cycleTag(i), Standard); err != nil {
+						if err := c.Send(s, stamped(g, i, []int{8, 48, 200}[(i+g)%3]), 0, cycleTag(i), Standard); err != nil {
 							t.Error(err)
 							return
 						}

@@ -204,7 +204,9 @@ type Endpoint struct {
 	// Written by senders of small messages, polled by the rank's waiters: one line.
 	inbox  atomic.Pointer[Request] // eager copies, newest first, through next
 	parked atomic.Int32            // the rank's goroutines parked until a drain
-	box    mailbox                 // one small message
+	smalls atomic.Int32            // small blocking sends to the rank, counted until it gets a mailbox
+	box    atomic.Pointer[mailbox] // small messages of blocking sends, once the rank has had many
+	_      [40]byte
 
 	// Matching, under mu: what a sender touches to match a posted receive.
 	mu     spinLock

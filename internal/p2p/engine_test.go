@@ -208,8 +208,8 @@ func TestSpinAdapts(t *testing.T) {
 // TestCacheLineLayout pins the layout that keeps a hand-off between cores to few
 // cache lines: a Request's matching state and completion flag share its first line,
 // an Endpoint's inbox, lock, what senders read and its own counters are on lines of
-// their own, and Requests
-// and Endpoints start on line boundaries.
+// their own, a mailbox's slots are a line each, and Requests, Endpoints and mailboxes
+// start on line boundaries.
 func TestCacheLineLayout(t *testing.T) {
 	if got := unsafe.Offsetof(Request{}.waiter); got != 64 || unsafe.Offsetof(Request{}.job)%64 != 0 {
 		t.Errorf("the hot line of a Request ends at %d, want 64", got)
@@ -239,6 +239,17 @@ func TestCacheLineLayout(t *testing.T) {
 			t.Fatalf("a Request at %#x is not line-aligned", p)
 		}
 	}
+	var b mailbox
+	if unsafe.Offsetof(b.head) != 64 || unsafe.Offsetof(b.slot) != 128 || unsafe.Sizeof(slot{}) != 64 {
+		t.Errorf("a mailbox's tail, head and slots do not have lines of their own (head at %d, slots at %d, %d bytes each)",
+			unsafe.Offsetof(b.head), unsafe.Offsetof(b.slot), unsafe.Sizeof(slot{}))
+	}
+	for range 100 {
+		boxSink = newMailbox() // on the heap, where mailboxes live
+		if p := uintptr(unsafe.Pointer(boxSink)); p%64 != 0 {
+			t.Fatalf("a mailbox at %#x is not line-aligned", p)
+		}
+	}
 	for _, n := range []int{1, 2, 3, 5, 16, 100, 1000} {
 		for _, ep := range NewWorld(n, Config{}).Endpoints {
 			if p := uintptr(unsafe.Pointer(ep)); p%64 != 0 {
@@ -248,4 +259,7 @@ func TestCacheLineLayout(t *testing.T) {
 	}
 }
 
-var sink *Request
+var (
+	sink    *Request
+	boxSink *mailbox
+)

@@ -17,6 +17,7 @@ var copies = sync.Pool{New: func() any { return new(Request) }}
 // push leaves the eager copy m in ep's inbox and, when a rank of ep is parked waiting
 // for a drain, drains it for them.
 func (ep *Endpoint) push(m *Request) {
+	m.seq = ep.stamp()
 	for {
 		head := ep.inbox.Load()
 		m.next = head
@@ -35,16 +36,11 @@ func (ep *Endpoint) push(m *Request) {
 // message goes into the earliest matching posted receive, or onto the unexpected
 // queue. It returns how many receives it completed. Caller holds ep.mu.
 func (ep *Endpoint) drain() (completed int) {
-	if ep.box.state.Load() == boxEmpty && ep.inbox.Load() == nil {
-		return 0
-	}
-	if ep.holdBox() {
-		completed++
-	}
-	defer ep.releaseBox()
+	_, _, completed = ep.takeBox(nil, nil, published)
 	if ep.inbox.Load() == nil {
 		return completed
 	}
+	ep.moved()
 	var fifo *Request
 	for m := ep.inbox.Swap(nil); m != nil; {
 		next := m.next
@@ -54,6 +50,8 @@ func (ep *Endpoint) drain() (completed int) {
 	for m := fifo; m != nil; {
 		next := m.next
 		m.next = nil
+		_, _, n := ep.takeBox(nil, nil, m.seq)
+		completed += n
 		if r := ep.takePosted(m.key); r != nil {
 			deliver(r, m.buf(), m.key)
 			ep.release(m)

@@ -3,92 +3,248 @@ package p2p
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
-// The mailbox is a one-message slot in the receiver's first cache line, beside its
-// inbox. A blocking sender of a small message writes envelope and data straight into
-// it when it is free and the inbox is empty, and the receiver, which polls that line
-// while it waits, finds the whole message there: a hand-off moves that one line each
-// way instead of an inbox entry and a copy.
+// The mailbox is a receiver's ring of one-line slots for small messages, made once
+// it has had a few through the inbox. A blocking sender claims the next slot and writes
+// envelope and data into it without the receiver's lock; the receiver, which polls
+// its next slot while it waits, finds the whole message in that one line, and a
+// receive that the message matches takes it straight from the slot, with no queue
+// entry and no pooled copy. A hand-off so moves one line each way. A sender running
+// ahead fills the ring, then waits for a free slot (a spin within its budget)
+// before it falls back to an eager copy in the inbox: a stream stays within the
+// ring's lines, in cache, instead of growing a queue that does not.
 //
-// Order: the mailbox is filled only while the inbox is empty, a sender whose earlier
-// message still sits in it finds it full and uses the inbox, and a drain holds the
-// mailbox from before it takes the inbox until it is done, so that nothing can be
-// deposited in between: a message deposited before the drain is matched first, one
-// deposited after waits for the next drain. A sender's messages are matched in the
-// order sent.
+// Order. A sender claims a slot only while the inbox is empty, and stamps what it
+// pushes into the inbox with the mailbox's tail (Request.seq). A drain takes the
+// ring's published slots, then the inbox; before it matches an inbox message it
+// takes every slot claimed before that message's stamp. So a sender's ring message
+// older than its inbox message is matched first, and one newer was claimed once
+// the inbox was taken, after the stamps of all that the drain matches from it. A
+// direct send, which queues itself after a drain, first takes every slot claimed
+// so far (takeBox up to the tail). A sender's messages are matched in the order sent.
 
-// mailboxCap is the largest message the mailbox holds: what is left of the line.
-const mailboxCap = 32
+// mailboxCap is the largest message a slot holds: what is left of its line.
+const mailboxCap = 40
 
-const (
-	boxEmpty uint32 = iota
-	boxBusy         // a sender is writing it
-	boxFull
-	boxHeld // a drain is running: no deposit until it ends
-)
+// mailboxSlots is the ring's size: how far a blocking sender runs ahead of its
+// receiver before it waits.
+const mailboxSlots = 64
 
-type mailbox struct {
-	state atomic.Uint32
-	n     uint32
-	key   key
-	data  [mailboxCap]byte
+// slot is one message of the ring. seq says whose turn it is: pos while free for the
+// claim at position pos, pos+1 once that message is published.
+type slot struct {
+	seq  atomic.Uint64
+	key  key
+	n    uint32
+	data [mailboxCap]byte
 }
 
-// deposit leaves buf, with envelope k, in ep's mailbox if it fits, the mailbox is
-// free and the inbox empty; it reports whether it did. Like an eager copy, the
-// message is charged to the pool credit of the sending rank from.
+type mailbox struct {
+	tail  atomic.Uint64 // next position to claim: the senders' line
+	_     [56]byte
+	head  atomic.Uint64 // next position to take: the receiver's line
+	moves atomic.Uint64 // bumped whenever the receiver takes messages, from anywhere
+	stuck atomic.Bool   // a sender waited a whole spin for the receiver in vain
+	_     [44]byte
+	slot  [mailboxSlots]slot
+}
+
+func newMailbox() *mailbox {
+	b := new(mailbox)
+	for i := range b.slot {
+		b.slot[i].seq.Store(uint64(i))
+	}
+	return b
+}
+
+// mailboxAfter is how many small blocking sends a rank receives through the inbox
+// before it gets a mailbox: a rank that receives a few (a million ranks passing one
+// message round a ring) does without its memory.
+const mailboxAfter = 64
+
+// mailbox returns ep's mailbox, making it once ep has had mailboxAfter small
+// messages, or nil.
+func (ep *Endpoint) mailbox() *mailbox {
+	if b := ep.box.Load(); b != nil {
+		return b
+	}
+	if ep.smalls.Add(1) < mailboxAfter {
+		return nil
+	}
+	b := newMailbox()
+	if !ep.box.CompareAndSwap(nil, b) {
+		b = ep.box.Load()
+	}
+	return b
+}
+
+// deposit leaves buf, with envelope k, in ep's mailbox when it fits, the inbox is
+// empty and a slot is free within the configured spin; it reports whether it did.
+// Like an eager copy, the message is charged to the pool credit of the sending
+// rank from. The wait for a slot does not adapt as a receive's does: a sender that
+// fell back to the inbox once would run ahead, wait long for its receiver, and
+// never spin again.
 func (ep *Endpoint) deposit(buf []byte, k key, from *Endpoint) bool {
-	charge := chargeOf(len(buf))
-	if len(buf) > mailboxCap || len(buf) > ep.World.cfg.EagerLimit || ep.inbox.Load() != nil ||
-		ep.box.state.Load() != boxEmpty || !from.reserve(charge) {
+	if len(buf) > mailboxCap || len(buf) > ep.World.cfg.EagerLimit {
 		return false
 	}
-	if !ep.box.state.CompareAndSwap(boxEmpty, boxBusy) {
+	b := ep.mailbox()
+	charge := chargeOf(len(buf))
+	if b == nil || !from.reserve(charge) {
+		return false
+	}
+	s := ep.claimSlot(b)
+	if s == nil && !b.stuck.Load() {
+		s = ep.awaitSlot(b)
+	}
+	if s == nil {
 		from.credit.Add(charge)
 		return false
 	}
-	ep.box.key, ep.box.n = k, uint32(len(buf))
-	copy(ep.box.data[:], buf)
-	ep.box.state.Store(boxFull)
-	// As for the inbox: we store the mailbox, then load parked.
+	s.key, s.n = k, uint32(len(buf))
+	copy(s.data[:], buf)
+	s.seq.Add(1)
+	// As for the inbox: we store the slot, then load parked.
 	if ep.parked.Load() > 0 {
 		ep.Progress()
 	}
 	return true
 }
 
-// holdBox takes the mailbox for the rest of a drain: a full one's message goes into
-// the earliest matching posted receive or, as an eager copy that keeps its pool
-// charge, onto the unexpected queue. It reports whether it completed a receive.
-// Caller holds ep.mu, and calls releaseBox when the drain is done.
-func (ep *Endpoint) holdBox() bool {
-	for {
-		switch ep.box.state.Load() {
-		case boxEmpty:
-			if ep.box.state.CompareAndSwap(boxEmpty, boxHeld) {
-				return false
+// awaitSlot waits for a slot of b, and claims it, as long as the receiver takes
+// messages (from the ring, its queue or the inbox) within every spin: a sender
+// that outruns its receiver so keeps pace with it instead of queueing a backlog.
+// It waits until half the ring is free, so that sender and receiver each work
+// through a batch of slots instead of passing every slot's line back and forth
+// (the receiver's write that frees a slot waits for a polling sender's copy of the
+// line). When the receiver took none in a spin, it marks b stuck, so that senders
+// use the inbox at once until the receiver takes messages again, and returns nil.
+func (ep *Endpoint) awaitSlot(b *mailbox) *slot {
+	moves, start := b.moves.Load(), time.Now()
+	for i := 1; ; i++ {
+		if ep.parked.Load() > 0 {
+			ep.Progress() // the receiver waits for something else: make room
+		}
+		if ep.inbox.Load() == nil && b.free(mailboxSlots/2) {
+			if s := ep.claimSlot(b); s != nil {
+				return s
 			}
-		case boxBusy:
-			runtime.Gosched() // a sender is between its claim and its last store
-		case boxFull:
-			data, k := ep.box.data[:ep.box.n], ep.box.key
-			r := ep.takePosted(k)
-			if r != nil {
-				deliver(r, data, k)
-				ep.giveBack(chargeOf(len(data)))
-			} else {
-				ep.queue(newCopy(data, k))
-			}
-			return r != nil // the state stays full, which keeps deposits out too
+		}
+		// The receiver may be queued on our P: let it run at once.
+		runtime.Gosched()
+		if i%16 != 0 || time.Since(start) < ep.World.cfg.Spin {
+			continue
+		}
+		if b.moves.Load() == moves {
+			b.stuck.Store(true)
+			return nil
+		}
+		moves, start = b.moves.Load(), time.Now()
+	}
+}
+
+// free reports whether the next n slots of b are free.
+func (b *mailbox) free(n uint64) bool {
+	t := b.tail.Load() + n - 1
+	return b.slot[t%mailboxSlots].seq.Load() == t
+}
+
+// moved records that the receiver ep took messages: senders waiting for a slot
+// wait on, and a stuck mailbox is open to them again. Caller holds ep.mu.
+func (ep *Endpoint) moved() {
+	if b := ep.box.Load(); b != nil {
+		b.moves.Add(1)
+		if b.stuck.Load() {
+			b.stuck.Store(false)
 		}
 	}
 }
 
-// releaseBox opens the mailbox again at the end of a drain. Caller holds ep.mu.
-func (ep *Endpoint) releaseBox() { ep.box.state.Store(boxEmpty) }
+// claimSlot takes the next slot of b for a message to ep, or returns nil when the
+// inbox holds messages or the ring is full.
+func (ep *Endpoint) claimSlot(b *mailbox) *slot {
+	for ep.inbox.Load() == nil {
+		t := b.tail.Load()
+		s := &b.slot[t%mailboxSlots]
+		if s.seq.Load() != t {
+			return nil // full: the receiver has not taken the message a lap ago
+		}
+		if b.tail.CompareAndSwap(t, t+1) {
+			return s
+		}
+	}
+	return nil
+}
+
+// stamp is the mailbox position before which every slot of ep is claimed now.
+func (ep *Endpoint) stamp() uint64 {
+	if b := ep.box.Load(); b != nil {
+		return b.tail.Load()
+	}
+	return 0
+}
+
+// published, for takeBox: every message published so far, and no wait.
+const published = ^uint64(0)
+
+// takeBox takes the mailbox's messages in order: each goes into the earliest
+// matching posted receive or, failing that, when pat is not nil and matches it,
+// into buf, which ends the taking; else onto the unexpected queue as an eager copy
+// that keeps its pool charge. With until published it takes what is published and
+// stops at the first slot that is not; else it takes the slots before position
+// until, all claimed, waiting for those not yet published, and stops there. It
+// returns the status of a message received into buf (ok) and how many posted
+// receives it completed. Caller holds ep.mu.
+func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok bool, completed int) {
+	b := ep.box.Load()
+	if b == nil {
+		return
+	}
+	start := b.head.Load()
+	pos := start
+	for !ok && pos < until {
+		s := &b.slot[pos%mailboxSlots]
+		if s.seq.Load() != pos+1 {
+			if until == published {
+				break
+			}
+			runtime.Gosched() // a sender is between its claim and its publication
+			continue
+		}
+		data, k := s.data[:s.n], s.key
+		switch r := ep.takePosted(k); {
+		case r != nil:
+			deliver(r, data, k)
+			ep.giveBack(chargeOf(len(data)))
+			completed++
+		case pat != nil && matches(*pat, k):
+			st = Status{Source: int(k.src), Tag: int(k.tag), Bytes: copy(buf, data), Len: len(data)}
+			ep.giveBack(chargeOf(len(data)))
+			ok = true
+		default:
+			ep.queue(newCopy(data, k))
+		}
+		s.seq.Store(pos + mailboxSlots)
+		pos++
+		b.head.Store(pos)
+	}
+	if pos != start {
+		ep.moved()
+	}
+	return
+}
 
 // arrived reports whether a message waits in the mailbox or the inbox.
 func (ep *Endpoint) arrived() bool {
-	return ep.box.state.Load() == boxFull || ep.inbox.Load() != nil
+	if ep.inbox.Load() != nil {
+		return true
+	}
+	b := ep.box.Load()
+	if b == nil {
+		return false
+	}
+	pos := b.head.Load()
+	return b.slot[pos%mailboxSlots].seq.Load() == pos+1
 }

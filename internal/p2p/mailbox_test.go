@@ -47,26 +47,121 @@ func TestMailboxKeepsPerSenderOrder(t *testing.T) {
 	}
 }
 
-// TestMailboxUnexpected sends to a rank that has posted nothing: the mailbox message
-// and the inbox messages after it queue as unexpected in the order sent.
+// TestMailboxUnexpected sends to a rank that receives nothing meanwhile: once the
+// rank has its mailbox, the messages fill it, then (the receiver taking none within
+// the spin) go through the inbox. All queue as unexpected, in the order sent, and
+// the pool gets back what they held once they are received.
 func TestMailboxUnexpected(t *testing.T) {
-	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20})
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Millisecond})
 	c := &Comm{Peers: wd.Endpoints, World: wd}
-	for i := range 5 {
-		if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
-			t.Fatal(err)
+	ep := wd.Endpoints[0]
+	exchange := func(n int, check func()) {
+		for i := range n {
+			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check()
+		for i := range n {
+			var b [1]byte
+			if st, err := c.Recv(0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
+				t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
+			}
 		}
 	}
-	if wd.Endpoints[0].box.state.Load() != boxFull {
-		t.Fatal("the first small message did not take the mailbox")
-	}
-	for i := range 5 {
-		var b [1]byte
-		if st, err := c.Recv(0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
-			t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
+	exchange(mailboxAfter, func() {
+		if ep.box.Load() == nil {
+			t.Fatal("no mailbox after mailboxAfter messages")
 		}
+	})
+	exchange(mailboxSlots+10, func() {
+		if b := ep.box.Load(); b.tail.Load() != mailboxSlots || !b.stuck.Load() || ep.inbox.Load() == nil {
+			t.Fatal("the messages did not fill the mailbox, find it stuck and go through the inbox")
+		}
+	})
+	if ep.box.Load().stuck.Load() {
+		t.Fatal("the mailbox is still stuck after its receiver took messages")
 	}
 	if got := wd.Pooled(); got > wd.chunk {
 		t.Fatalf("after every message was received the pool still lends %d", got)
+	}
+}
+
+// TestMailboxPacesSender has a blocking sender stream small messages to a receiver
+// slower than it: the sender waits for the ring instead of queueing a backlog, so
+// the receiver never finds more than the ring and the messages before it queued.
+func TestMailboxPacesSender(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Second})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	const n = 20 * mailboxSlots
+	go func() {
+		for i := range n {
+			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	ep := wd.Endpoints[0]
+	most := 0
+	for i := range n {
+		var b [1]byte
+		if _, err := c.Recv(0, b[:], 1, 0); err != nil || b[0] != byte(i) {
+			t.Fatalf("message %d: got %d (%v)", i, b[0], err)
+		}
+		ep.mu.Lock()
+		queued := ep.unexp.n
+		if b := ep.box.Load(); b != nil {
+			queued += int(b.tail.Load() - b.head.Load())
+		}
+		ep.mu.Unlock()
+		most = max(most, queued)
+		time.Sleep(time.Microsecond) // slower than the sender
+	}
+	if most > mailboxAfter+mailboxSlots {
+		t.Fatalf("the receiver found %d messages queued, more than the %d before the mailbox and in it", most, mailboxAfter+mailboxSlots)
+	}
+}
+
+// TestMailboxOrderBehindClaim has a sender's message wait in the mailbox behind a
+// slot that another sender has claimed but not yet written: the same sender's next
+// message, through the inbox or sent directly, must not overtake it.
+func TestMailboxOrderBehindClaim(t *testing.T) {
+	for _, next := range []struct {
+		name string
+		size int
+	}{{"inbox", 48}, {"direct", 200}} {
+		t.Run(next.name, func(t *testing.T) {
+			wd := NewWorld(3, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Millisecond})
+			c := &Comm{Peers: wd.Endpoints, World: wd}
+			ep := wd.Endpoints[0]
+			ep.box.Store(newMailbox())
+			late := ep.claimSlot(ep.box.Load()) // rank 2's message, not written yet
+			if err := c.Send(1, []byte{1}, 0, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+			if ep.box.Load().tail.Load() != 2 {
+				t.Fatal("rank 1's first message did not take the mailbox")
+			}
+			sent := make(chan error, 1)
+			go func() { sent <- c.Send(1, make([]byte, next.size), 0, 0, Standard) }()
+			time.AfterFunc(5*time.Millisecond, func() {
+				late.key, late.n = key{src: 2}, 0
+				late.seq.Add(1)
+			})
+			buf := make([]byte, 200)
+			for want := range []int{1, next.size} {
+				st, err := c.Recv(0, buf, 1, 0)
+				if err != nil || st.Len != []int{1, next.size}[want] {
+					t.Fatalf("receive %d from rank 1: got %d bytes (%v), want %d", want, st.Len, err, []int{1, next.size}[want])
+				}
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Recv(0, buf, 2, 0); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

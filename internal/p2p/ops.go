@@ -90,6 +90,7 @@ func (c *Comm) sendDirect(me int, buf []byte, dest, tag int, mode Mode, r *Reque
 	k := key{c.Ctx, int32(me), int32(tag)}
 	ep.mu.Lock()
 	ep.drain()
+	ep.takeBox(nil, nil, ep.stamp()) // our own small messages still in flight go first
 	if rr := ep.takePosted(k); rr != nil {
 		ep.mu.Unlock()
 		deliver(rr, buf, k)
@@ -114,6 +115,7 @@ func deliver(r *Request, data []byte, k key) {
 // sender's buffer after releasing ep.mu, completing that send.
 func (ep *Endpoint) take(m *Request, buf []byte) Status {
 	ep.dequeue(m)
+	ep.moved()
 	st := Status{Source: int(m.key.src), Tag: int(m.key.tag), Len: m.blen}
 	if m.kind != sendKind {
 		st.Bytes = copy(buf, m.buf())
@@ -164,8 +166,16 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
-	ep.drain()
-	if m := ep.unexp.match(pat); m != nil {
+	m := ep.unexp.match(pat)
+	if m == nil {
+		if st, ok, _ := ep.takeBox(&pat, buf, published); ok {
+			ep.mu.Unlock()
+			return st, nil
+		}
+		ep.drain()
+		m = ep.unexp.match(pat)
+	}
+	if m != nil {
 		if m.kind == remoteKind {
 			return Status{}, ep.claim(m, buf, r)
 		}
