@@ -26,7 +26,7 @@ var Suite = bench.Suite{
 	Title: "Point-to-point: Weft beside MPICH and Open MPI",
 	About: "Two ranks (msgrate: K pairs of ranks, rank i sending to rank i+K). " +
 		"pingpong: blocking Send and Recv, one-way latency and size over it; " +
-		"bw: 64 Isend (Irecv) in flight, then Waitall, as OSU's osu_bw; " +
+		"bw: 64 Isend (Irecv) in flight, then Waitall and the receiver's 4-byte acknowledgement, as OSU's osu_bw; " +
 		"bibw: the same in both directions at once, as osu_bibw; " +
 		"msgrate: zero-byte messages, a reply every 256; " +
 		"oneway: a sender that keeps sending to one receiver (TMPI's one-way send-recv, Figs. 11-12), time per send and transfer rate. " +
@@ -300,14 +300,15 @@ func (cfg config) pingpong(c *mpi.Comm) error {
 }
 
 // bandwidth streams windows of messages from rank 0 to rank 1 (both ways at
-// once when bi), each window completed by Waitall, and reports the bytes
-// moved per second in all.
+// once when bi), each window completed by Waitall and, one way, acknowledged by
+// the receiver as in osu_bw; it reports the bytes moved per second in all.
 func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 	sends, recvs := make([][]byte, window), make([][]byte, window)
 	for i := range window {
 		sends[i], recvs[i] = make([]byte, cfg.size), make([]byte, cfg.size)
 	}
 	reqs := make([]*mpi.Request, 0, 2*window)
+	var ack [4]byte
 	peer := 1 - c.Rank()
 	secs, err := timed(c, cfg.iters, func(n int) error {
 		for range n {
@@ -329,6 +330,20 @@ func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 				}
 			}
 			if _, err := mpi.Waitall(reqs...); err != nil {
+				return err
+			}
+			if bi {
+				continue
+			}
+			// osu_bw's acknowledgement: the sender starts a window once the
+			// receiver has had the last.
+			var err error
+			if c.Rank() == 0 {
+				_, err = mpi.Recv(c, ack[:], peer, 1)
+			} else {
+				err = mpi.Send(c, ack[:], peer, 1)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -9,7 +9,7 @@
  * -name=value, --name value):
  *
  *   -bench pingpong -size S -iters N   2 ranks, blocking Send/Recv
- *   -bench bw       -size S -iters N   2 ranks, windows of 64 Isend/Irecv (osu_bw)
+ *   -bench bw       -size S -iters N   2 ranks, windows of 64 Isend/Irecv, each acknowledged (osu_bw)
  *   -bench bibw     -size S -iters N   the same both ways at once (osu_bibw)
  *   -bench oneway   -size S -iters N   2 ranks, rank 0 keeps sending to rank 1
  *                                      (TMPI's one-way send-recv)
@@ -88,7 +88,8 @@ static void pingpong(char *buf, int n, long iters)
 }
 
 /* stream posts windows of WINDOW receives and sends (rank 1 receives and
- * rank 0 sends, or both do both when bi), each completed by MPI_Waitall.
+ * rank 0 sends, or both do both when bi), each completed by MPI_Waitall and,
+ * one way, acknowledged by the receiver as in osu_bw.
  * One buffer per direction for the whole window, as OSU's tests do. */
 static int stream_bi;
 static void stream(char *buf, int n, long iters)
@@ -98,6 +99,7 @@ static void stream(char *buf, int n, long iters)
      * -Wstringop-overflow false positive with MPICH's headers) */
     MPI_Status stats[2 * WINDOW];
     char *rbuf = buf + n;
+    char ack[4] = {0};
     int peer = 1 - world_rank;
     for (long i = 0; i < iters; i++) {
         int k = 0;
@@ -108,6 +110,14 @@ static void stream(char *buf, int n, long iters)
                 check(MPI_Isend(buf, n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &reqs[k++]), "MPI_Isend");
         }
         check(MPI_Waitall(k, reqs, stats), "MPI_Waitall");
+        if (stream_bi)
+            continue;
+        /* osu_bw's acknowledgement: the sender starts a window once the
+         * receiver has had the last. */
+        if (world_rank == 0)
+            check(MPI_Recv(ack, 4, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+        else
+            check(MPI_Send(ack, 4, MPI_BYTE, peer, 1, MPI_COMM_WORLD), "MPI_Send");
     }
 }
 
