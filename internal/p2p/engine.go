@@ -260,6 +260,9 @@ func (ep *Endpoint) post(r *Request) {
 // takePosted removes and returns the earliest posted receive matching envelope k,
 // or nil. Caller holds ep.mu.
 func (ep *Endpoint) takePosted(k key) *Request {
+	if ep.posted.n == 0 && ep.wild.head == nil {
+		return nil
+	}
 	r := ep.posted.first(k)
 	for w := ep.wild.head; w != nil; w = w.next {
 		if r != nil && w.seq > r.seq {

@@ -45,7 +45,7 @@ type mailbox struct {
 	tail  atomic.Uint64 // next position to claim: the senders' line
 	_     [56]byte
 	head  atomic.Uint64 // next position to take: the receiver's line
-	moves atomic.Uint64 // bumped whenever the receiver takes messages, from anywhere
+	moves atomic.Uint64 // bumped whenever the receiver takes messages from its queue or inbox
 	stuck atomic.Bool   // a sender waited a whole spin for the receiver in vain
 	_     [44]byte
 	slot  [mailboxSlots]slot
@@ -122,7 +122,7 @@ func (ep *Endpoint) deposit(buf []byte, k key, from *Endpoint) bool {
 // line). When the receiver took none in a spin, it marks b stuck, so that senders
 // use the inbox at once until the receiver takes messages again, and returns nil.
 func (ep *Endpoint) awaitSlot(b *mailbox) *slot {
-	moves, start := b.moves.Load(), time.Now()
+	moves, start := b.progress(), time.Now()
 	for i := 1; ; i++ {
 		if ep.parked.Load() > 0 {
 			ep.Progress() // the receiver waits for something else: make room
@@ -137,11 +137,11 @@ func (ep *Endpoint) awaitSlot(b *mailbox) *slot {
 		if i%16 != 0 || time.Since(start) < ep.World.cfg.Spin {
 			continue
 		}
-		if b.moves.Load() == moves {
+		if b.progress() == moves {
 			b.stuck.Store(true)
 			return nil
 		}
-		moves, start = b.moves.Load(), time.Now()
+		moves, start = b.progress(), time.Now()
 	}
 }
 
@@ -151,8 +151,13 @@ func (b *mailbox) free(n uint64) bool {
 	return b.slot[t%mailboxSlots].seq.Load() == t
 }
 
-// moved records that the receiver ep took messages: senders waiting for a slot
-// wait on, and a stuck mailbox is open to them again. Caller holds ep.mu.
+// progress counts the messages the receiver of b has taken, from the ring or
+// elsewhere, so far.
+func (b *mailbox) progress() uint64 { return b.head.Load() + b.moves.Load() }
+
+// moved records that the receiver ep took messages from its queue or inbox:
+// senders waiting for a slot wait on, and a stuck mailbox is open to them again.
+// Caller holds ep.mu.
 func (ep *Endpoint) moved() {
 	if b := ep.box.Load(); b != nil {
 		b.moves.Add(1)
@@ -230,8 +235,8 @@ func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok b
 		pos++
 		b.head.Store(pos)
 	}
-	if pos != start {
-		ep.moved()
+	if pos != start && b.stuck.Load() {
+		b.stuck.Store(false) // the receiver is back: senders may wait for it again
 	}
 	return
 }
