@@ -12,9 +12,10 @@ import (
 // its next slot while it waits, finds the whole message in that one line, and a
 // receive that the message matches takes it straight from the slot, with no queue
 // entry and no pooled copy. A hand-off so moves one line each way. A sender running
-// ahead fills the ring, then waits for a free slot (a spin within its budget)
-// before it falls back to an eager copy in the inbox: a stream stays within the
-// ring's lines, in cache, instead of growing a queue that does not.
+// ahead fills the ring, then waits for room as long as the receiver keeps taking
+// messages, and falls back to an eager copy in the inbox only when it does not: a
+// stream stays within the ring's lines, in cache, instead of growing a queue that
+// does not.
 //
 // Order. A sender claims a slot only while the inbox is empty, and stamps what it
 // pushes into the inbox with the mailbox's tail (Request.seq). A drain takes the
@@ -81,7 +82,8 @@ func (ep *Endpoint) mailbox() *mailbox {
 }
 
 // deposit leaves buf, with envelope k, in ep's mailbox when it fits, the inbox is
-// empty and a slot is free within the configured spin; it reports whether it did.
+// empty and a slot is free or comes free while the receiver takes messages (see
+// awaitSlot); it reports whether it did.
 // Like an eager copy, the message is charged to the pool credit of the sending
 // rank from. The wait for a slot does not adapt as a receive's does: a sender that
 // fell back to the inbox once would run ahead, wait long for its receiver, and
@@ -161,9 +163,14 @@ func (b *mailbox) progress() uint64 { return b.head.Load() + b.moves.Load() }
 func (ep *Endpoint) moved() {
 	if b := ep.box.Load(); b != nil {
 		b.moves.Add(1)
-		if b.stuck.Load() {
-			b.stuck.Store(false)
-		}
+		b.unstick()
+	}
+}
+
+// unstick opens a stuck mailbox to waiting senders again: its receiver is back.
+func (b *mailbox) unstick() {
+	if b.stuck.Load() {
+		b.stuck.Store(false)
 	}
 }
 
@@ -235,8 +242,8 @@ func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok b
 		pos++
 		b.head.Store(pos)
 	}
-	if pos != start && b.stuck.Load() {
-		b.stuck.Store(false) // the receiver is back: senders may wait for it again
+	if pos != start {
+		b.unstick()
 	}
 	return
 }
