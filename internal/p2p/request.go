@@ -3,8 +3,9 @@ package p2p
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // Mode is a send mode.
@@ -110,7 +111,7 @@ type Request struct {
 	// The fourth line: a large copy a spinning waiter may help with, when a parked
 	// waiter's request completed, for its spin budget, and a message's other proc.
 	job     atomic.Pointer[copyJob]
-	firedAt atomic.Int64 // ns since epoch
+	firedAt atomic.Int64 // by now()
 	from    *peer        // the other proc of a remote send, receive or message
 	rid     uint64       // the id the other proc knows it by: a send's or message's sequence number, a receive's id
 	want    int          // bytes a remote receive waits for; then bytes still to come
@@ -194,7 +195,5 @@ func (r *Request) fire() {
 	}
 }
 
-var epoch = time.Now()
-
-// now is a monotonic clock in nanoseconds.
-func now() int64 { return int64(time.Since(epoch)) }
+// now is the monotonic clock of the spin budget's waits.
+func now() int64 { return spin.Now() }

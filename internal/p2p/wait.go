@@ -29,8 +29,7 @@ func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
 	if ep.World.cfg.Spin <= 0 {
 		return false, 0
 	}
-	start := now()
-	return spin.Until(time.Duration(ep.spin.Load()), cond), start
+	return spin.Timed(time.Duration(ep.spin.Load()), cond)
 }
 
 // settle adapts the spin budget after a wait that had to park. A wait that a spin of

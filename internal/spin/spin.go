@@ -12,31 +12,53 @@ import (
 )
 
 const (
-	check      = 256                   // polls between clock reads
+	first      = 16                    // polls before the clock is first read
+	check      = 256                   // polls between later clock reads
 	yieldEvery = 500 * time.Nanosecond // polling time between yields
 )
 
+var epoch = time.Now()
+
+// Now is a monotonic clock in nanoseconds. It reads one clock where time.Now reads
+// two (wall and monotonic), and each read costs tens of nanoseconds on a virtual
+// machine: as much as the hand-off a short wait is for.
+func Now() int64 { return int64(time.Since(epoch)) }
+
 // Until polls cond for at most d and reports whether it came true.
 func Until(d time.Duration, cond func() bool) bool {
+	ok, _ := Timed(d, cond)
+	return ok
+}
+
+// Timed is Until that also returns when the wait began, by Now, for a caller that
+// parks next and adapts d to how long the wait took. It polls a few times before
+// it reads the clock at all, so that a wait that ends at once costs no clock read;
+// start is then 0.
+func Timed(d time.Duration, cond func() bool) (ok bool, start int64) {
 	if d <= 0 {
-		return false
+		return false, Now()
 	}
-	start := time.Now()
+	for range first {
+		if cond() {
+			return true, 0
+		}
+	}
+	start = Now()
 	yielded := start
 	for i := 1; ; i++ {
 		if cond() {
-			return true
+			return true, start
 		}
 		if i%check != 0 {
 			continue
 		}
-		now := time.Now()
-		if now.Sub(start) > d {
-			return false
+		now := Now()
+		if now-start > int64(d) {
+			return false, start
 		}
-		if now.Sub(yielded) > yieldEvery {
+		if now-yielded > int64(yieldEvery) {
 			runtime.Gosched()
-			yielded = time.Now()
+			yielded = Now()
 		}
 	}
 }

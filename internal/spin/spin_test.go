@@ -1,0 +1,30 @@
+package spin
+
+import (
+	"testing"
+	"time"
+)
+
+// TestTimed checks what a caller that parks after the spin relies on: a condition
+// already true costs no clock read (start 0), a spin that gives up took about d and
+// says when it began, and no spin at all still says when the wait began.
+func TestTimed(t *testing.T) {
+	if ok, start := Timed(time.Millisecond, func() bool { return true }); !ok || start != 0 {
+		t.Fatalf("a true condition: ok %v start %d, want true and 0", ok, start)
+	}
+	polls := 0
+	ok, start := Timed(time.Millisecond, func() bool { polls++; return polls == first+1 })
+	if !ok || start == 0 {
+		t.Fatalf("true after the first polls: ok %v start %d, want true and the time it began", ok, start)
+	}
+	before := Now()
+	ok, start = Timed(2*time.Millisecond, func() bool { return false })
+	took := time.Duration(Now() - before)
+	if ok || start < before || took < 2*time.Millisecond || took > time.Second {
+		t.Fatalf("a false condition: ok %v, start %d (called at %d), took %v; want false after 2ms", ok, start, before, took)
+	}
+	before = Now()
+	if ok, start := Timed(0, func() bool { return true }); ok || start < before {
+		t.Fatalf("no spin: ok %v start %d, want false and a start from %d", ok, start, before)
+	}
+}
