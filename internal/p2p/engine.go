@@ -210,9 +210,10 @@ type Endpoint struct {
 
 	// Matching, under mu: what a sender touches to match a posted receive.
 	mu     spinLock
-	posted queue  // exact posted receives
-	wild   list   // posted receives with AnySource or AnyTag, in post order
-	seq    uint64 // post counter
+	queued atomic.Uint32 // bumped at every unexpected message: a receive polling unposted watches it
+	posted queue         // exact posted receives
+	wild   list          // posted receives with AnySource or AnyTag, in post order
+	seq    uint64        // post counter
 
 	unexp    queue     // unexpected messages
 	returned int64     // pool bytes of received eager copies, not yet given back
@@ -284,6 +285,7 @@ func (ep *Endpoint) queue(m *Request) {
 	m.ep = ep
 	m.where = unexpHere
 	ep.unexp.push(m)
+	ep.queued.Add(1)
 	for _, w := range ep.probes {
 		w.ring()
 	}

@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -163,5 +164,61 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestRecvPollsBeforePosting has a blocking receive wait for a message that comes
+// later, through the mailbox (8 bytes) or sent directly (200 bytes): within the spin,
+// which here outlasts the test, it takes the message without posting a receive. A
+// receive posted by another goroutine of the rank meanwhile still gets the first
+// matching message.
+func TestRecvPollsBeforePosting(t *testing.T) {
+	for _, size := range []int{8, 200} {
+		wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Hour})
+		c := &Comm{Peers: wd.Endpoints, World: wd}
+		ep := wd.Endpoints[0]
+		ep.box.Store(newMailbox())
+		send := func(v byte) {
+			time.Sleep(5 * time.Millisecond)
+			msg := make([]byte, size)
+			msg[0] = v
+			if err := c.Send(1, msg, 0, 3, Standard); err != nil {
+				t.Error(err)
+			}
+		}
+		recv := func(want byte) {
+			t.Helper()
+			buf := make([]byte, size)
+			posts := ep.seq
+			done := make(chan error, 1)
+			go func() {
+				st, err := c.Recv(0, buf, 1, 3)
+				if err == nil && (st.Len != size || buf[0] != want) {
+					err = fmt.Errorf("got %d bytes, message %d, want message %d", st.Len, buf[0], want)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("%d bytes: %v", size, err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("%d bytes: the polling receive did not see message %d come", size, want)
+			}
+			if ep.seq != posts {
+				t.Fatalf("%d bytes: the receive posted itself instead of taking the message as it came", size)
+			}
+		}
+		go send(1)
+		recv(1)
+
+		early := NewRequest()
+		c.Irecv(0, make([]byte, size), AnySource, AnyTag, early)
+		go func() { send(2); send(3) }()
+		recv(3)
+		if err := ep.Wait(early); err != nil || early.buf()[0] != 2 {
+			t.Fatalf("%d bytes: the posted receive got message %d (%v), want 2", size, early.buf()[0], err)
+		}
 	}
 }

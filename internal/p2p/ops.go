@@ -130,15 +130,47 @@ func (ep *Endpoint) take(m *Request, buf []byte) Status {
 }
 
 // Recv receives into buf at rank me of c from src with tag (wildcards allowed).
+//
+// When no message matches yet, it polls for arrivals within the spin budget
+// before it posts a receive, and takes a message that arrives meanwhile as an
+// unexpected one: no request to post, match, complete and recycle, which on a
+// hand-off between spinning ranks is most of the receiver's work. Goroutines of
+// the rank that post receives meanwhile are matched first, as MPI allows for calls
+// made at the same time.
 func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 	if src == ProcNull {
 		return NullStatus, nil
 	}
-	st, r := c.startRecv(me, buf, src, tag, nil)
-	if r == nil {
+	ep := c.Peers[me]
+	seen := ep.queued.Load()
+	st, r, ok := c.startRecv(me, buf, src, tag, nil, false)
+	if ok {
 		return st, nil
 	}
-	err := c.Peers[me].Wait(r)
+	var err error
+	if r != nil { // a message still at its sender's proc, claimed
+		err = ep.Wait(r)
+	} else {
+		_, start := ep.spinFor(func() bool {
+			if ep.queued.Load() == seen && !ep.arrived() {
+				return false
+			}
+			seen = ep.queued.Load()
+			st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
+			return ok || r != nil
+		})
+		switch {
+		case ok:
+			return st, nil
+		case r != nil:
+			err = ep.Wait(r)
+		default:
+			if st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
+				return st, nil
+			}
+			err = ep.sleep(r, start)
+		}
+	}
 	st, _ = r.Result()
 	if r.Done() {
 		Recycle(r)
@@ -153,16 +185,18 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 		r.fire()
 		return
 	}
-	if st, posted := c.startRecv(me, buf, src, tag, r); posted == nil {
+	if st, _, ok := c.startRecv(me, buf, src, tag, r, true); ok {
 		r.kind, r.key, r.mlen = recvKind, key{c.Ctx, int32(st.Source), int32(st.Tag)}, st.Len
 		r.setBuf(buf)
 		r.fire()
 	}
 }
 
-// startRecv receives the earliest matching unexpected message into buf, or else
-// posts a receive: r, or a pooled request when r is nil, which it returns.
-func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, *Request) {
+// startRecv receives the earliest matching unexpected message into buf (ok), or
+// else, when post is set, posts a receive: r, or a pooled request when r is nil,
+// which it returns. A matching message still at its sender's proc is claimed with
+// such a request, which it returns too.
+func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool) (st Status, posted *Request, ok bool) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
@@ -170,16 +204,20 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 	if m == nil {
 		if st, ok, _ := ep.takeBox(&pat, buf, published); ok {
 			ep.mu.Unlock()
-			return st, nil
+			return st, nil, true
 		}
 		ep.drain()
 		m = ep.unexp.match(pat)
 	}
 	if m != nil {
 		if m.kind == remoteKind {
-			return Status{}, ep.claim(m, buf, r)
+			return Status{}, ep.claim(m, buf, r), false
 		}
-		return ep.take(m, buf), nil
+		return ep.take(m, buf), nil, true
+	}
+	if !post {
+		ep.mu.Unlock()
+		return Status{}, nil, false
 	}
 	if r == nil {
 		r = NewRequest()
@@ -191,19 +229,27 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request) (Status, 
 			ep.mu.Unlock()
 			r.err = err
 			r.fire()
-			return Status{}, r
+			return Status{}, r, false
 		}
 		r.comm = c
 	}
 	ep.post(r)
 	ep.mu.Unlock()
-	return Status{}, r
+	return Status{}, r, false
 }
 
 // Wait blocks a rank of ep until r completes and returns its error; on abort it
 // returns ErrAborted.
 func (ep *Endpoint) Wait(r *Request) error {
 	if ep.await(r) || r.Done() {
+		return r.err
+	}
+	return abandon(r)
+}
+
+// sleep is Wait without its spin, after a spin that began at start (see spinFor).
+func (ep *Endpoint) sleep(r *Request, start int64) error {
+	if r.Done() || ep.park1(r, start) || r.Done() {
 		return r.err
 	}
 	return abandon(r)

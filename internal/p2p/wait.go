@@ -113,11 +113,14 @@ func (ep *Endpoint) await(r *Request) bool {
 		return r.Done()
 	}
 	ok, start := ep.spinFor(ready)
-	if ok {
-		return true
-	}
+	return ok || ep.park1(r, start)
+}
+
+// park1 parks a rank of ep until r completes, after a spin that began at start,
+// and adapts the spin budget to how long the wait took. It returns false on abort.
+func (ep *Endpoint) park1(r *Request, start int64) bool {
 	rs := [1]*Request{r}
-	ok = ep.park(rs[:])
+	ok := ep.park(rs[:])
 	end := r.firedAt.Load()
 	if end == 0 { // completed before we parked, or aborted
 		end = now()
