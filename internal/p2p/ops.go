@@ -136,19 +136,20 @@ func (ep *Endpoint) take(m *Request, buf []byte) Status {
 // unexpected one: no request to post, match, complete and recycle, which on a
 // hand-off between spinning ranks is most of the receiver's work. Goroutines of
 // the rank that post receives meanwhile are matched first, as MPI allows for calls
-// made at the same time.
+// made at the same time. A receive that may match a message from another proc
+// posts itself at once, so that the message goes straight into its buffer.
 func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 	if src == ProcNull {
 		return NullStatus, nil
 	}
 	ep := c.Peers[me]
 	seen := ep.queued.Load()
-	st, r, ok := c.startRecv(me, buf, src, tag, nil, false)
+	st, r, ok := c.startRecv(me, buf, src, tag, nil, !c.local(src))
 	if ok {
 		return st, nil
 	}
 	var err error
-	if r != nil { // a message still at its sender's proc, claimed
+	if r != nil { // posted, or a message still at its sender's proc claimed
 		err = ep.Wait(r)
 	} else {
 		_, start := ep.spinFor(func() bool {
@@ -176,6 +177,15 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 		Recycle(r)
 	}
 	return st, err
+}
+
+// local reports whether a message from src (maybe AnySource) can only come from a
+// rank of this proc.
+func (c *Comm) local(src int) bool {
+	if src == AnySource {
+		return c.World.layout == nil
+	}
+	return c.Peers[src].peer == nil
 }
 
 // Irecv starts a receive into the user's request r, which must be new or Reset.
