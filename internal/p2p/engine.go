@@ -226,11 +226,12 @@ type Endpoint struct {
 	bsend *bsendBuf // the buffer attached by this rank, if any
 	_     [32]byte
 
-	// Written by this rank at every send: a line of its own, or each send would
+	// Written by this rank at every send and receive: a line of its own, or each send would
 	// take the line above away from the senders to this rank.
-	credit atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
-	spin   atomic.Int64 // adaptive spin budget in ns, see spinFor
-	_      [48]byte
+	credit  atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
+	spin    atomic.Int64 // adaptive spin budget in ns, see spinFor
+	polling atomic.Bool  // a blocking receive polls before posting itself, see Recv
+	_       [44]byte
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {

@@ -222,3 +222,51 @@ func TestRecvPollsBeforePosting(t *testing.T) {
 		}
 	}
 }
+
+// TestOnePollerARank has two goroutines of a rank receive at once: one polls, the
+// other posts itself at once, and both get their messages.
+func TestOnePollerARank(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Hour})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	got := make(chan error, 2)
+	for tag := 1; tag <= 2; tag++ {
+		go func() {
+			var b [1]byte
+			st, err := c.Recv(0, b[:], 1, tag)
+			if err == nil && (st.Tag != tag || b[0] != byte(tag)) {
+				err = fmt.Errorf("receive of tag %d got tag %d, message %d", tag, st.Tag, b[0])
+			}
+			got <- err
+		}()
+	}
+	posted := func() uint64 {
+		ep.mu.Lock()
+		defer ep.mu.Unlock()
+		return ep.seq
+	}
+	for deadline := time.Now().Add(20 * time.Second); posted() == 0 || !ep.polling.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d receives posted, polling %v: want one of each", posted(), ep.polling.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, tag := range []int{2, 1} {
+		if err := c.Send(1, []byte{byte(tag)}, 0, tag, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a receive did not complete")
+		}
+	}
+	if n := posted(); n != 1 {
+		t.Fatalf("%d receives posted, want 1: one polls, the other posts", n)
+	}
+}

@@ -134,49 +134,68 @@ func (ep *Endpoint) take(m *Request, buf []byte) Status {
 // When no message matches yet, it polls for arrivals within the spin budget
 // before it posts a receive, and takes a message that arrives meanwhile as an
 // unexpected one: no request to post, match, complete and recycle, which on a
-// hand-off between spinning ranks is most of the receiver's work. Goroutines of
-// the rank that post receives meanwhile are matched first, as MPI allows for calls
-// made at the same time. A receive that may match a message from another proc
-// posts itself at once, so that the message goes straight into its buffer.
+// hand-off between spinning ranks is most of the receiver's work. Receives that
+// other goroutines of the rank post meanwhile are matched first, as MPI allows for
+// calls made at the same time. One receive of a rank polls at a time: the others
+// post themselves at once, so that every arrival does not send them all to the
+// lock. A receive that may match a message from another proc posts itself at
+// once too, so that the message goes straight into its buffer.
 func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 	if src == ProcNull {
 		return NullStatus, nil
 	}
 	ep := c.Peers[me]
-	seen := ep.queued.Load()
-	st, r, ok := c.startRecv(me, buf, src, tag, nil, !c.local(src))
-	if ok {
-		return st, nil
-	}
-	var err error
-	if r != nil { // posted, or a message still at its sender's proc claimed
-		err = ep.Wait(r)
+	var (
+		st    Status
+		r     *Request
+		ok    bool
+		start int64
+		err   error
+	)
+	if c.local(src) && ep.polling.CompareAndSwap(false, true) {
+		st, r, ok, start = c.pollRecv(me, buf, src, tag)
+		ep.polling.Store(false)
 	} else {
-		_, start := ep.spinFor(func() bool {
-			if ep.queued.Load() == seen && !ep.arrived() {
-				return false
-			}
-			seen = ep.queued.Load()
-			st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
-			return ok || r != nil
-		})
-		switch {
-		case ok:
+		st, r, ok = c.startRecv(me, buf, src, tag, nil, true)
+	}
+	switch {
+	case ok:
+		return st, nil
+	case r != nil: // posted, or a message still at its sender's proc claimed
+		err = ep.Wait(r)
+	default: // polled through the spin: post, then park
+		if st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
 			return st, nil
-		case r != nil:
-			err = ep.Wait(r)
-		default:
-			if st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
-				return st, nil
-			}
-			err = ep.sleep(r, start)
 		}
+		err = ep.sleep(r, start)
 	}
 	st, _ = r.Result()
 	if r.Done() {
 		Recycle(r)
 	}
 	return st, err
+}
+
+// pollRecv receives a matching message into buf (ok) if one has come, or else polls
+// for arrivals within the spin that began at start, looking again at each, without
+// posting a receive. Senders that queue a message unexpected (a direct send, a
+// drain by another goroutine) bump ep.queued, which it watches besides the inbox
+// and the mailbox.
+func (c *Comm) pollRecv(me int, buf []byte, src, tag int) (st Status, r *Request, ok bool, start int64) {
+	ep := c.Peers[me]
+	seen := ep.queued.Load()
+	if st, r, ok = c.startRecv(me, buf, src, tag, nil, false); ok || r != nil {
+		return
+	}
+	_, start = ep.spinFor(func() bool {
+		if ep.queued.Load() == seen && !ep.arrived() {
+			return false
+		}
+		seen = ep.queued.Load()
+		st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
+		return ok || r != nil
+	})
+	return
 }
 
 // local reports whether a message from src (maybe AnySource) can only come from a
