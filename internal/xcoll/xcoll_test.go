@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -118,13 +119,19 @@ func TestNetAllocatesNothing(t *testing.T) {
 		wg.Wait()
 	}
 	barriers(rounds) // warm: spares, the header pool, goroutine stacks
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	barriers(rounds)
-	runtime.ReadMemStats(&after)
-	// The goroutines and the WaitGroup of barriers cost a few.
-	if n := after.Mallocs - before.Mallocs; n > procs*8 {
-		t.Errorf("%d allocations for %d Barriers of %d procs, want none but the goroutines'", n, rounds, procs)
+	// The goroutines and the WaitGroup of barriers cost a few, and so does the
+	// runtime when a collection in between empties its caches (sudogs, pools):
+	// the fewest of three tries counts. Allocating per message costs thousands.
+	fewest := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		barriers(rounds)
+		runtime.ReadMemStats(&after)
+		fewest = min(fewest, after.Mallocs-before.Mallocs)
+	}
+	if fewest > procs*8 {
+		t.Errorf("%d allocations for %d Barriers of %d procs, want none but the goroutines'", fewest, rounds, procs)
 	}
 	for p, n := range nets {
 		if k := n.pending(); k != 0 {
