@@ -189,7 +189,7 @@ func TestRecvPollsBeforePosting(t *testing.T) {
 		recv := func(want byte) {
 			t.Helper()
 			buf := make([]byte, size)
-			posts := ep.seq
+			posts := postCount(ep)
 			done := make(chan error, 1)
 			go func() {
 				st, err := c.Recv(0, buf, 1, 3)
@@ -206,7 +206,7 @@ func TestRecvPollsBeforePosting(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatalf("%d bytes: the polling receive did not see message %d come", size, want)
 			}
-			if ep.seq != posts {
+			if postCount(ep) != posts {
 				t.Fatalf("%d bytes: the receive posted itself instead of taking the message as it came", size)
 			}
 		}
@@ -240,14 +240,9 @@ func TestOnePollerARank(t *testing.T) {
 			got <- err
 		}()
 	}
-	posted := func() uint64 {
-		ep.mu.Lock()
-		defer ep.mu.Unlock()
-		return ep.seq
-	}
-	for deadline := time.Now().Add(20 * time.Second); posted() == 0 || !ep.polling.Load(); {
+	for deadline := time.Now().Add(20 * time.Second); postCount(ep) == 0 || !ep.polling.Load(); {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d receives posted, polling %v: want one of each", posted(), ep.polling.Load())
+			t.Fatalf("%d receives posted, polling %v: want one of each", postCount(ep), ep.polling.Load())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -266,7 +261,14 @@ func TestOnePollerARank(t *testing.T) {
 			t.Fatal("a receive did not complete")
 		}
 	}
-	if n := posted(); n != 1 {
+	if n := postCount(ep); n != 1 {
 		t.Fatalf("%d receives posted, want 1: one polls, the other posts", n)
 	}
+}
+
+// postCount is how many receives ep has posted so far.
+func postCount(ep *Endpoint) uint64 {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.seq
 }

@@ -278,7 +278,7 @@ func (ep *Endpoint) Wait(r *Request) error {
 
 // sleep is Wait without its spin, after a spin that began at start (see spinFor).
 func (ep *Endpoint) sleep(r *Request, start int64) error {
-	if r.Done() || ep.park1(r, start) || r.Done() {
+	if r.Done() || ep.parkUntil(r, start) || r.Done() {
 		return r.err
 	}
 	return abandon(r)

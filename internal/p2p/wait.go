@@ -113,12 +113,12 @@ func (ep *Endpoint) await(r *Request) bool {
 		return r.Done()
 	}
 	ok, start := ep.spinFor(ready)
-	return ok || ep.park1(r, start)
+	return ok || ep.parkUntil(r, start)
 }
 
-// park1 parks a rank of ep until r completes, after a spin that began at start,
+// parkUntil parks a rank of ep until r completes, after a spin that began at start,
 // and adapts the spin budget to how long the wait took. It returns false on abort.
-func (ep *Endpoint) park1(r *Request, start int64) bool {
+func (ep *Endpoint) parkUntil(r *Request, start int64) bool {
 	rs := [1]*Request{r}
 	ok := ep.park(rs[:])
 	end := r.firedAt.Load()
