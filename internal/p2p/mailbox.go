@@ -3,7 +3,8 @@ package p2p
 import (
 	"runtime"
 	"sync/atomic"
-	"time"
+
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // The mailbox is a receiver's ring of one-line slots for small messages, made once
@@ -124,7 +125,7 @@ func (ep *Endpoint) deposit(buf []byte, k key, from *Endpoint) bool {
 // line). When the receiver took none in a spin, it marks b stuck, so that senders
 // use the inbox at once until the receiver takes messages again, and returns nil.
 func (ep *Endpoint) awaitSlot(b *mailbox) *slot {
-	moves, start := b.progress(), time.Now()
+	moves, start := b.progress(), spin.Now()
 	for i := 1; ; i++ {
 		if ep.parked.Load() > 0 {
 			ep.Progress() // the receiver waits for something else: make room
@@ -136,14 +137,14 @@ func (ep *Endpoint) awaitSlot(b *mailbox) *slot {
 		}
 		// The receiver may be queued on our P: let it run at once.
 		runtime.Gosched()
-		if i%16 != 0 || time.Since(start) < ep.World.cfg.Spin {
+		if i%16 != 0 || spin.Now()-start < int64(ep.World.cfg.Spin) {
 			continue
 		}
 		if b.progress() == moves {
 			b.stuck.Store(true)
 			return nil
 		}
-		moves, start = b.progress(), time.Now()
+		moves, start = b.progress(), spin.Now()
 	}
 }
 

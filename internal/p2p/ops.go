@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // NullStatus is the status of an operation with ProcNull, or of a null or inactive request.
@@ -331,7 +333,7 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 		return done(), nil
 	}
 	ok = ep.park(rs)
-	ep.settle(time.Duration(now() - start))
+	ep.settle(time.Duration(spin.Now() - start))
 	if ok {
 		return done(), nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // Messages to and from the ranks of other procs travel through the network device
@@ -47,7 +48,7 @@ type peer struct {
 	seq      uint64     // Eager and RTS messages sent to it; each one's SendReq
 	unlockMu func()     // sendMu.Unlock, made once: a method value per send would allocate
 
-	wrote    atomic.Int64 // when (see now) a send to it last wrote its message itself
+	wrote    atomic.Int64 // when (spin.Now) a send to it last wrote its message itself
 	deferred atomic.Bool  // messages to it wait for the send daemon (see send)
 
 	mu      sync.Mutex
@@ -194,7 +195,7 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	}
 	h.RecvReq = p.ackRiding()
 	p.mu.Unlock()
-	t := now()
+	t := spin.Now()
 	streaming := t-p.wrote.Load() < int64(streamGap)
 	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, h, payload, !streaming, p.unlockMu)
 	if streaming {
@@ -202,7 +203,7 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 			p.wd.deferred.Add(1)
 		}
 	} else {
-		p.wrote.Store(now())
+		p.wrote.Store(spin.Now())
 	}
 	if err != nil {
 		p.fail(err)
@@ -228,7 +229,7 @@ func (wd *World) flushDeferred() {
 		if p != nil && p.deferred.Swap(false) {
 			wd.deferred.Add(-1)
 			err := wd.net.Flush(p.proc, netd.ChannelP2P)
-			p.wrote.Store(now())
+			p.wrote.Store(spin.Now())
 			if err != nil {
 				p.fail(err)
 			}

@@ -111,7 +111,7 @@ type Request struct {
 	// The fourth line: a large copy a spinning waiter may help with, when a parked
 	// waiter's request completed, for its spin budget, and a message's other proc.
 	job     atomic.Pointer[copyJob]
-	firedAt atomic.Int64 // by now()
+	firedAt atomic.Int64 // by spin.Now
 	from    *peer        // the other proc of a remote send, receive or message
 	rid     uint64       // the id the other proc knows it by: a send's or message's sequence number, a receive's id
 	want    int          // bytes a remote receive waits for; then bytes still to come
@@ -184,7 +184,7 @@ func (r *Request) Result() (Status, error) {
 func (r *Request) fire() {
 	w := r.waiter.Load()
 	if w != nil {
-		r.firedAt.Store(now())
+		r.firedAt.Store(spin.Now())
 	}
 	r.done.Store(1)
 	if w == nil {
@@ -194,6 +194,3 @@ func (r *Request) fire() {
 		w.ring()
 	}
 }
-
-// now is the monotonic clock of the spin budget's waits.
-func now() int64 { return spin.Now() }

@@ -21,7 +21,7 @@ func (w *waiter) ring() {
 }
 
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
-// true and, if not, when the wait started (see now), for settle. Every wait starts
+// true and, if not, when the wait started (spin.Now), for settle. Every wait starts
 // here, so it first writes what streaming sends left to the send daemons
 // (flushDeferred): what the wait is for may answer them.
 func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
@@ -123,7 +123,7 @@ func (ep *Endpoint) parkUntil(r *Request, start int64) bool {
 	ok := ep.park(rs[:])
 	end := r.firedAt.Load()
 	if end == 0 { // completed before we parked, or aborted
-		end = now()
+		end = spin.Now()
 	}
 	ep.settle(time.Duration(end - start))
 	return ok
