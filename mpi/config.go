@@ -45,6 +45,7 @@ type config struct {
 	// netSpinSet: netSpin was chosen (option or environment), so a crowded host
 	// does not lower it.
 	netSpinSet bool
+	crowded    bool          // this host runs more procs than it has CPUs
 	netDelay   time.Duration // emulated one-way delay of every message to another proc
 	netUnix    bool          // procs of one host connect through Unix domain sockets
 	netShm     bool          // ... and move their bytes through shared memory
@@ -111,7 +112,8 @@ func WithErrorsReturn() Option { return func(c *config) { c.p2p.ErrorsReturn = t
 // crowd lowers the network poll budget to CrowdedNetSpin, unless it was chosen,
 // on a host whose procs outnumber its cpus.
 func (c *config) crowd(procs, cpus int) {
-	if procs > cpus && !c.netSpinSet {
+	c.crowded = procs > cpus
+	if c.crowded && !c.netSpinSet {
 		c.netSpin = CrowdedNetSpin
 	}
 }

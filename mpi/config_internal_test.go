@@ -7,7 +7,8 @@ import (
 )
 
 // TestCrowdedNetSpin: a host with more procs than CPUs polls the network for
-// CrowdedNetSpin, unless the budget was chosen by an option or the environment.
+// CrowdedNetSpin, unless the budget was chosen by an option or the environment,
+// and counts as crowded (its ranks leave the rings to the daemons).
 func TestCrowdedNetSpin(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -34,6 +35,9 @@ func TestCrowdedNetSpin(t *testing.T) {
 			c.crowd(tc.procs, tc.cpu)
 			if c.netSpin != tc.want {
 				t.Errorf("%d procs on %d CPUs: net spin %v, want %v", tc.procs, tc.cpu, c.netSpin, tc.want)
+			}
+			if c.crowded != (tc.procs > tc.cpu) {
+				t.Errorf("%d procs on %d CPUs: crowded %v", tc.procs, tc.cpu, c.crowded)
 			}
 		})
 	}

@@ -76,18 +76,25 @@ type conn struct {
 	state   atomic.Int32
 	cause   atomic.Pointer[error] // why it failed, set before stateFailed
 
-	// The receive daemon's own.
+	// The receive state, guarded by rd: the receive daemon holds it while it reads
+	// and handles messages. At a message boundary of a ring it lets go while it
+	// waits, so that a rank that polls the rings (Device.Poll) may handle what
+	// comes.
+	rd       sync.Mutex
 	buf      []byte // buf[r:w] is read and not yet consumed
 	r, w     int
 	received uint64 // messages received, to check the peer's Close
 	adopted  bool   // a connection the peer dialed has been offered as our send connection
 	rerr     error  // an I/O error met while reading a payload for the handler
+	perr     error  // why a polling rank stopped reading, for the daemon to report
+	ended    bool   // the daemon has stopped: nothing more is handled
 	hdr      wire.Header
 	pl       Payload
 	copied   int // payload bytes served from buf (instrumentation for tests)
 	direct   int // payload bytes read straight into handlers' buffers
-	blocked  int // reads that blocked in the kernel (instrumentation for tests)
-	parks    int // polls that parked while another daemon led (instrumentation for tests)
+
+	blocked atomic.Int32 // reads that blocked in the kernel (instrumentation for tests)
+	parks   atomic.Int32 // polls that parked while another daemon led (instrumentation for tests)
 
 	// raw gives non-blocking reads (polling, see read) and writes (tryWrite);
 	// nil where the platform or the connection has none. A connection through
@@ -101,6 +108,8 @@ type conn struct {
 	budget  time.Duration // current poll budget, 0..Config.Spin
 	nudge   chan struct{} // a ring's daemon waits here while another polls (ringPoll)
 	nudged  atomic.Int32  // nudges for data by the leader (instrumentation for tests)
+	listed  bool          // c is in ringPoll.parked; guarded by its mu
+	handed  atomic.Bool   // the last polling rank made c's daemon the leader: a new budget
 }
 
 func (d *Device) newConn(nc net.Conn, p *peer, ch Channel, dialed bool) *conn {
@@ -144,9 +153,12 @@ func (c *conn) write(nb *net.Buffers, n int) error {
 		return err
 	}
 	var err error
-	if c.raw != nil {
+	switch {
+	case c.shm != nil:
+		_, err = c.shm.WriteBuffers(nb)
+	case c.raw != nil:
 		err = c.writeRaw(nb)
-	} else {
+	default:
 		_, err = nb.WriteTo(c.nc)
 	}
 	if err != nil {
@@ -339,7 +351,7 @@ func (c *conn) receive() {
 	defer c.d.wg.Done()
 	err := c.serve()
 	if c.shm != nil {
-		c.d.resign(c)
+		c.d.leave(c)
 	}
 	if err == errByPeer {
 		// The peer sends nothing more and reads until we hang up: let a write
@@ -350,7 +362,7 @@ func (c *conn) receive() {
 	}
 	_ = c.nc.Close()
 	if c.shm != nil {
-		c.d.dropRing(c.shm)
+		c.d.dropRing(c)
 	} else {
 		c.d.sockets.Add(-1)
 	}
@@ -367,7 +379,17 @@ func (c *conn) receive() {
 // serve reads and dispatches messages until the connection ends: errByPeer
 // after the peer's Close, else why it broke.
 func (c *conn) serve() error {
+	c.rd.Lock()
+	defer func() {
+		c.ended = true
+		c.rd.Unlock()
+	}()
 	for {
+		if c.shm != nil {
+			if err := c.awaitRing(); err != nil {
+				return err
+			}
+		}
 		if err := c.fill(wire.Size); err != nil {
 			return err
 		}
@@ -385,34 +407,105 @@ func (c *conn) serve() error {
 			}
 			return errByPeer
 		}
-		c.received++
-		if !c.adopted {
-			c.adopted = true
-			c.p.adopt(c)
-		}
-		c.hdr = h
-		c.pl = Payload{c: c, n: int(h.Frag)}
-		err = c.handler.Handle(c.p.proc, &c.hdr, &c.pl)
-		if c.rerr != nil {
-			return c.rerr
-		}
-		if err != nil {
-			return fmt.Errorf("netd: %v handler refused a %v message: %w", c.ch, h.Kind, err)
-		}
-		if err := c.pl.Discard(c.pl.n); err != nil {
+		if err := c.handle(h, false); err != nil {
 			return err
 		}
 	}
 }
 
+// handle gives the message whose header h was just taken from buf to the
+// handler; inline says that a polling rank calls. Caller holds c.rd.
+func (c *conn) handle(h wire.Header, inline bool) error {
+	c.received++
+	if !c.adopted {
+		c.adopted = true
+		c.p.adopt(c)
+	}
+	c.hdr = h
+	c.pl = Payload{c: c, n: int(h.Frag), inline: inline}
+	err := c.handler.Handle(c.p.proc, &c.hdr, &c.pl)
+	if c.rerr != nil {
+		return c.rerr
+	}
+	if err != nil {
+		return fmt.Errorf("netd: %v handler refused a %v message: %w", c.ch, h.Kind, err)
+	}
+	return c.pl.Discard(c.pl.n)
+}
+
+// awaitRing returns, c.rd held, once the daemon of ring c is due to read (see
+// due), or with the error that stopped a polling rank's reading. It waits
+// without c.rd, so that polling ranks may handle what comes.
+func (c *conn) awaitRing() error {
+	for !c.due() {
+		c.rd.Unlock()
+		err := c.waitRing(c.dueNow)
+		c.rd.Lock()
+		if err != nil {
+			return err
+		}
+	}
+	return c.perr
+}
+
+// due says whether the daemon of ring c should read, at a message boundary:
+// what its buffer holds (the rest of a message that a polling rank began), or
+// what comes while no rank polls. Caller holds c.rd.
+func (c *conn) due() bool {
+	return c.perr != nil || c.r < c.w || c.d.inline.Load() == 0 && c.shm.Ready()
+}
+
+// dueNow is due for a daemon waiting without c.rd: false while a polling rank
+// holds it.
+func (c *conn) dueNow() bool {
+	if !c.rd.TryLock() {
+		return false
+	}
+	defer c.rd.Unlock()
+	return c.due()
+}
+
+// pump handles, for a polling rank, the messages that the buffer and ring of c
+// hold whole, without waiting, and reports whether it handled any. The rest
+// (a message not yet whole or longer than buf, the peer's Close, the end of
+// the stream, an error) is left to the daemon, which it nudges: its buffer
+// then holds bytes, or perr says why the rank stopped. Caller holds c.rd.
+func (c *conn) pump() bool {
+	did := false
+	for !c.ended && c.perr == nil {
+		need := wire.Size
+		if c.w-c.r >= wire.Size {
+			h, err := wire.Parse(c.buf[c.r : c.r+wire.Size])
+			if err != nil || !c.ch.allows(h.Kind) || h.Kind == wire.Close || wire.Size+int(h.Frag) > len(c.buf) {
+				break
+			}
+			if need += int(h.Frag); c.w-c.r >= need {
+				c.r += wire.Size
+				c.perr = c.handle(h, true)
+				did = true
+				continue
+			}
+		}
+		c.makeRoom(need)
+		n, err := c.shm.TryRead(c.buf[c.w:])
+		c.w += n
+		if err != nil {
+			c.perr = err
+		}
+		if n == 0 && err == nil && c.r == c.w {
+			return did // all handled
+		}
+		if n == 0 {
+			break
+		}
+	}
+	c.nudgeNow()
+	return did
+}
+
 // fill reads until at least n <= bufSize bytes are buffered.
 func (c *conn) fill(n int) error {
-	if c.r == c.w {
-		c.r, c.w = 0, 0
-	} else if len(c.buf)-c.r < n {
-		c.w = copy(c.buf, c.buf[c.r:c.w])
-		c.r = 0
-	}
+	c.makeRoom(n)
 	for c.w-c.r < n {
 		m, err := c.read(c.buf[c.w:])
 		c.w += m
@@ -426,33 +519,69 @@ func (c *conn) fill(n int) error {
 	return nil
 }
 
+// makeRoom moves what buf holds to its start when fewer than n <= bufSize
+// bytes would fit from c.r on.
+func (c *conn) makeRoom(n int) {
+	if c.r == c.w {
+		c.r, c.w = 0, 0
+	} else if len(c.buf)-c.r < n {
+		c.w = copy(c.buf, c.buf[c.r:c.w])
+		c.r = 0
+	}
+}
+
 // read reads at least one byte into b. Adaptive poll-then-park: while the poll
-// budget is positive it first polls the socket (or shared-memory ring) with non-blocking reads, yielding
-// between them to the goroutines of its P and to the threads of its processor
-// (spin.Yield), and only when the budget runs out does it block in the poller,
-// whose wake-up costs up to ~28 µs across vCPUs here. A read that
-// polling answered keeps the budget. Otherwise settle adapts it to how long the
-// data took to come.
+// budget is positive it first polls the socket with non-blocking reads, or waits
+// for the shared-memory ring to be ready (waitRing), yielding between polls to
+// the goroutines of its P and to the threads of its processor (spin.Yield), and
+// only when the budget runs out does it block in the poller, whose wake-up costs
+// up to ~28 µs across vCPUs here. A read that polling answered keeps the budget.
+// Otherwise settle adapts it to how long the data took to come.
 func (c *conn) read(b []byte) (int, error) {
-	if !c.polls() || c.d.cfg.Spin == 0 {
+	if c.shm != nil {
+		for {
+			if n, err := c.shm.TryRead(b); n > 0 || err != nil {
+				return n, err
+			}
+			if err := c.waitRing(c.shm.Ready); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if c.raw == nil || c.d.cfg.Spin == 0 {
 		return c.nc.Read(b)
 	}
 	start := time.Now()
-	if c.budget > 0 || c.d.demanded() {
-		if n, err, ok := c.poll(b, start); ok {
-			if err != nil && c.shm != nil {
-				c.d.resign(c)
-			}
-			return n, err
-		}
+	c.pollBuf = b
+	polled := (c.budget > 0 || c.d.demanded()) && c.poll(start, c.trySocket)
+	c.pollBuf = nil
+	if polled {
+		return c.pollN, c.pollErr
 	}
-	if c.shm != nil {
-		c.d.resign(c) // before it blocks: another daemon may poll on
-	}
-	c.blocked++
+	c.blocked.Add(1)
 	n, err := c.nc.Read(b)
 	c.settle(time.Since(start))
 	return n, err
+}
+
+// waitRing waits until ready says that the daemon of ring c should read, or it
+// is nudged, polling as read does a socket, and reads nothing: ranks that poll
+// the rings (Device.Poll) may take what comes. The daemon stands aside while
+// they do (ringPoll), parked whatever its budget: blocked in the kernel
+// instead, it would have the peer ring the doorbell for every message.
+func (c *conn) waitRing(ready func() bool) error {
+	if c.d.cfg.Spin == 0 {
+		return c.shm.Await(c.nudge)
+	}
+	start := time.Now()
+	if (c.budget > 0 || c.d.demanded() || c.standsAside()) && c.poll(start, ready) {
+		return nil
+	}
+	c.d.resign(c) // before it blocks: another daemon may poll on
+	c.blocked.Add(1)
+	err := c.shm.Await(c.nudge)
+	c.settle(time.Since(start))
+	return err
 }
 
 // settle adapts the poll budget after a read that had to block, given how long
@@ -481,38 +610,25 @@ func (c *conn) settle(waited time.Duration) {
 // idle.
 const idleAfter = 4
 
-// poll reads into b with non-blocking reads until data comes or the budget since
-// start is spent; ok false means it was spent.
-func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
-	c.pollBuf = b
-	defer func() { c.pollBuf = nil }()
+// poll calls try until it says the wait is over (true), or the budget since
+// start is spent (false). A ring's daemon polls only while it leads
+// (ringPoll), and waits for a nudge otherwise; its budget starts again when
+// the last polling rank hands it the lead.
+func (c *conn) poll(start time.Time, try func() bool) bool {
 	for i := 0; ; i++ {
-		if c.shm != nil {
-			c.pollN, c.pollErr = c.shm.TryRead(b)
-			switch {
-			case c.pollErr == io.EOF:
-				c.pollErr = nil // as read(2) says it
-			case c.pollN == 0 && c.pollErr == nil:
-				c.pollErr = errWouldBlock
-			}
-		} else if err := c.raw.Read(c.pollFn); err != nil {
-			return 0, err, true // closed, or past a deadline
+		if try() {
+			return true
 		}
-		switch {
-		case c.pollN > 0:
-			return c.pollN, nil, true
-		case c.pollErr == nil:
-			return 0, io.EOF, true
-		case c.pollErr != errWouldBlock:
-			return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.pollErr}, true
+		if c.handed.Load() && c.handed.Swap(false) {
+			start = time.Now()
 		}
-		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demanded()) {
-			return 0, nil, false
+		if spent := time.Since(start); spent >= c.budget && (spent >= demandPoll || !c.d.demanded()) && !c.standsAside() {
+			return false
 		}
 		if c.shm != nil {
 			if !c.d.leadOrPark(c) {
-				c.parks++
-				c.parked() // the leader polls our ring for us
+				c.parks.Add(1)
+				c.parked() // the leader, or a polling rank, watches our ring for us
 				continue
 			}
 			c.d.scan()
@@ -527,6 +643,31 @@ func (c *conn) poll(b []byte, start time.Time) (n int, err error, ok bool) {
 			spin.Yield()
 		}
 	}
+}
+
+// standsAside says whether c is a ring whose daemon leaves what comes to the
+// ranks that poll the rings: it waits for them to stop, whatever its budget.
+func (c *conn) standsAside() bool { return c.shm != nil && c.d.inline.Load() > 0 }
+
+// trySocket is one non-blocking read of the socket into pollBuf, for poll:
+// true when it read bytes, met the end of the stream or failed, as pollN and
+// pollErr then say.
+func (c *conn) trySocket() bool {
+	if err := c.raw.Read(c.pollFn); err != nil {
+		c.pollN, c.pollErr = 0, err // closed, or past a deadline
+		return true
+	}
+	switch {
+	case c.pollN > 0:
+		c.pollErr = nil
+	case c.pollErr == nil:
+		c.pollErr = io.EOF
+	case c.pollErr == errWouldBlock:
+		return false
+	default:
+		c.pollErr = &net.OpError{Op: "read", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: c.pollErr}
+	}
+	return true
 }
 
 // polls says whether c has non-blocking reads and writes, for polling and
@@ -546,9 +687,15 @@ func (c *conn) pollOnce(fd uintptr) bool {
 // what came with its header (under 64 KiB) and a last piece under 8 KiB are
 // copied through the buffer.
 type Payload struct {
-	c *conn
-	n int // bytes not yet read
+	c      *conn
+	n      int  // bytes not yet read
+	inline bool // a polling rank handles the message (Device.Poll)
 }
+
+// Inline says whether the message is handled by a rank that polls (Device.Poll)
+// rather than by a receive daemon: a handler that completes a wait need not
+// then yield the processor to the waiting rank, which may be the caller.
+func (p *Payload) Inline() bool { return p.inline }
 
 // Len returns the number of payload bytes not yet read.
 func (p *Payload) Len() int { return p.n }

@@ -66,7 +66,8 @@ func (ch Channel) allows(k wire.Kind) bool {
 
 // Handler receives the messages of one channel.
 type Handler interface {
-	// Handle is called by a connection's receive daemon, one message at a time per
+	// Handle is called by a connection's receive daemon, or by a rank that polls
+	// the rings (Device.Poll, Payload.Inline), one message at a time per
 	// connection, in the order the peer sent them. It must read the payload
 	// (h.Frag bytes) through p, or leave it: whatever it did not read is discarded
 	// after it returns. h and p are valid only until Handle returns. It must not
@@ -165,10 +166,10 @@ type Device struct {
 	closeOnce sync.Once
 
 	demand   Demand
-	sockets  atomic.Int32                // open connections that are not rings: see demanded
-	ringsMu  sync.Mutex                  // serialises changes to rings
-	ringPoll                             // which daemon polls the rings
-	rings    atomic.Pointer[[]*shm.Conn] // every open shared-memory connection, for wakeRings
+	sockets  atomic.Int32            // open connections that are not rings: see demanded
+	ringsMu  sync.Mutex              // serialises changes to rings
+	ringPoll                         // which daemon polls the rings
+	rings    atomic.Pointer[[]*conn] // every open shared-memory connection, for wakeRings and Poll
 }
 
 // peer is what a Device knows of another proc.
@@ -541,7 +542,7 @@ func (p *peer) register(c *conn) error {
 	// safe even while Close waits.
 	d.wg.Add(1)
 	if c.shm != nil {
-		d.addRing(c.shm) // until its receive daemon ends
+		d.addRing(c) // until its receive daemon ends
 	} else {
 		d.sockets.Add(1)
 	}
@@ -571,22 +572,22 @@ func (d *Device) Demand() *Demand { return &d.demand }
 
 // addRing and dropRing keep d.rings, a list that polling daemons read without
 // a lock, copied on every change: connections come and go rarely.
-func (d *Device) addRing(sc *shm.Conn) {
+func (d *Device) addRing(c *conn) {
 	d.ringsMu.Lock()
 	defer d.ringsMu.Unlock()
-	var rings []*shm.Conn
+	var rings []*conn
 	if old := d.rings.Load(); old != nil {
 		rings = slices.Clone(*old)
 	}
-	rings = append(rings, sc)
+	rings = append(rings, c)
 	d.rings.Store(&rings)
 }
 
-func (d *Device) dropRing(sc *shm.Conn) {
+func (d *Device) dropRing(c *conn) {
 	d.ringsMu.Lock()
 	defer d.ringsMu.Unlock()
 	if old := d.rings.Load(); old != nil {
-		rings := slices.DeleteFunc(slices.Clone(*old), func(x *shm.Conn) bool { return x == sc })
+		rings := slices.DeleteFunc(slices.Clone(*old), func(x *conn) bool { return x == c })
 		d.rings.Store(&rings)
 	}
 }
@@ -599,8 +600,8 @@ func (d *Device) dropRing(sc *shm.Conn) {
 // daemon of another to give up polling.
 func (d *Device) wakeRings() {
 	if rings := d.rings.Load(); rings != nil {
-		for _, sc := range *rings {
-			sc.Wake()
+		for _, c := range *rings {
+			c.shm.Wake()
 		}
 	}
 }

@@ -22,10 +22,10 @@ import (
 // pulls it when a receive matches (TMPI Fig. 8 b). Larger messages, and synchronous
 // ones, go in three phases: RTS, then a CTS when a receive matches, then the data,
 // straight from the sender's buffer into the receiver's. A receive daemon of the
-// device hands each message to World.Handle, which matches it under the receiving
-// rank's lock like a local sender would, after draining the inbox: a proc's messages
-// to a rank arrive on one connection in the order sent, so matching sees them in
-// that order.
+// device, or a waiting rank that polls it (PollNet), hands each message to
+// World.Handle, which matches it under the receiving rank's lock like a local
+// sender would, after draining the inbox: a proc's messages to a rank arrive on one
+// connection in the order sent, so matching sees them in that order.
 
 // Net is the network device as the engine uses it (netd.Device).
 type Net interface {
@@ -83,6 +83,10 @@ func (wd *World) Connect(n Net) {
 		wd.demand = d.Demand()
 	}
 }
+
+// PollNet has the world's waiting ranks poll p for messages from other procs
+// within their spin (see spinFor). Call it before any rank runs.
+func (wd *World) PollNet(p netd.Poller) { wd.poller = p }
 
 // demander is a Net that polls harder while ranks wait (netd.Device).
 type demander interface{ Demand() *netd.Demand }
@@ -326,7 +330,7 @@ func (p *peer) eager(h *wire.Header, pl *netd.Payload) error {
 		} else {
 			p.held1(h.Seq)
 		}
-		handOver(r)
+		handOver(r, pl)
 		return err
 	}
 	if !p.wd.lend(chargeOf(n)) {
@@ -573,17 +577,20 @@ func (p *peer) data(h *wire.Header, pl *netd.Payload) error {
 			p.fail(err)
 			r.err = p.lostErr()
 		}
-		handOver(r)
+		handOver(r, pl)
 	}
 	return err
 }
 
-// handOver completes r from a receive daemon and yields the processor: the
-// waiting rank, woken onto this P or spinning beside us, runs now instead of after
-// the daemon's next poll of its socket.
-func handOver(r *Request) {
+// handOver completes r from the handler of pl. A receive daemon then yields the
+// processor: the waiting rank, woken onto this P or spinning beside us, runs now
+// instead of after the daemon's next poll of its socket. A polling rank does not:
+// r may be its own.
+func handOver(r *Request, pl *netd.Payload) {
 	r.fire()
-	runtime.Gosched()
+	if !pl.Inline() {
+		runtime.Gosched()
+	}
 }
 
 // ack frees our eager copies up to sequence number upTo: the peer holds their data.

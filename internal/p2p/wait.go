@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"runtime"
 	"sync"
 	"time"
 
@@ -23,13 +24,36 @@ func (w *waiter) ring() {
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
 // true and, if not, when the wait started (spin.Now), for settle. Every wait starts
 // here, so it first writes what streaming sends left to the send daemons
-// (flushDeferred): what the wait is for may answer them.
+// (flushDeferred): what the wait is for may answer them. In a world of several procs
+// it also polls the network device (netd.Device.Poll) between polls of cond: the
+// waiting rank handles what comes from other procs itself, instead of waiting for a
+// receive daemon's turn on the processor and its hand-over.
 func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
-	ep.World.flushDeferred()
-	if ep.World.cfg.Spin <= 0 {
+	wd := ep.World
+	wd.flushDeferred()
+	if wd.cfg.Spin <= 0 {
 		return false, 0
 	}
-	return spin.Timed(time.Duration(ep.spin.Load()), cond)
+	budget := time.Duration(ep.spin.Load())
+	np := wd.poller
+	if np == nil || budget <= 0 {
+		return spin.Timed(budget, cond)
+	}
+	np.PollBegin()
+	defer np.PollEnd()
+	return spin.Timed(budget, func() bool {
+		if cond() {
+			return true
+		}
+		if !np.Poll() {
+			return false
+		}
+		if cond() {
+			return true
+		}
+		runtime.Gosched() // the ranks it woke, queued on our P
+		return false
+	})
 }
 
 // settle adapts the spin budget after a wait that had to park. A wait that a spin of

@@ -61,6 +61,7 @@ type World struct {
 	peers  []*peer      // by proc; nil for ours
 	net    Net          // how messages reach the other procs
 	demand *netd.Demand // the device's count of parked ranks; nil without one
+	poller netd.Poller  // the device, if waiting ranks may poll it; else nil
 }
 
 // NewWorld makes the endpoints of n ranks.

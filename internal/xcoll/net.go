@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // fragBytes is the largest payload of one message of the channel: a larger one is
@@ -39,6 +41,8 @@ type Net struct {
 	onLost  func(proc int)       // told when a proc is lost, before waiters are released
 	dev     Sender               // set by Connect
 	demand  *netd.Demand         // the device's count of waiting ranks, or nil
+	poller  netd.Poller          // the device, if a waiting rank may poll it; else nil
+	spin    time.Duration        // how long a Recv polls it before it parks
 	mu      sync.Mutex           // guards calls and what they hold
 	calls   map[callKey]*mailbox // messages under way or waiting for their receiver, by call
 	spare   spares               // what calls leave, for the next ones
@@ -168,6 +172,10 @@ func (n *Net) Connect(dev Sender) {
 		n.demand = d.Demand()
 	}
 }
+
+// PollNet has a Recv that waits poll p for its message for up to spin before it
+// parks (see poll). Call it before the first collective.
+func (n *Net) PollNet(p netd.Poller, spin time.Duration) { n.poller, n.spin = p, spin }
 
 // Self returns our proc's index.
 func (n *Net) Self() int { return n.self }
@@ -336,6 +344,7 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32, sig uint64) (Msg
 	if !b.whole {
 		w := n.watch(m, b, sig)
 		n.mu.Unlock()
+		n.poll(w)
 		var err error
 		select {
 		case <-w.wake:
@@ -364,6 +373,20 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32, sig uint64) (Msg
 	msg := Msg{Sig: b.sig, Fault: b.fault, Data: b.buf}
 	n.drop(ck, m, b)
 	return msg, nil
+}
+
+// poll handles the device's messages on the calling goroutine (netd.Poller)
+// until w is rung or the spin runs out: a message from a proc of this host then
+// ends the wait without a receive daemon's turn on the processor and its
+// hand-over.
+func (n *Net) poll(w *watch) {
+	p := n.poller
+	if p == nil || n.spin <= 0 {
+		return
+	}
+	p.PollBegin()
+	defer p.PollEnd()
+	spin.Until(n.spin, func() bool { return len(w.wake) > 0 || p.Poll() && len(w.wake) > 0 })
 }
 
 // watch registers a Recv about to wait for b in the call whose mailbox is m

@@ -524,3 +524,76 @@ func TestRunAheadBounded(t *testing.T) {
 		})
 	}
 }
+
+// polled is a Sender whose messages reach their Net only when a rank of the
+// receiving proc polls (netd.Poller): there is no receive daemon.
+type polled struct {
+	from  int
+	nets  []*Net
+	boxes []chan func() // per proc: deliveries waiting for a Poll
+	polls *atomic.Int32 // ranks between PollBegin and PollEnd, all procs
+}
+
+func (p polled) Send(proc int, _ netd.Channel, h *wire.Header, payload []byte) error {
+	hh := *h
+	hh.Frag = uint32(len(payload))
+	data := slices.Clone(payload)
+	p.boxes[proc] <- func() {
+		_ = p.nets[proc].deliver(p.from, &hh, func(b []byte) error { copy(b, data); return nil })
+	}
+	return nil
+}
+
+func (p polled) PollBegin() { p.polls.Add(1) }
+func (p polled) PollEnd()   { p.polls.Add(-1) }
+
+func (p polled) Poll() bool {
+	select {
+	case deliver := <-p.boxes[p.from]:
+		deliver()
+		return true
+	default:
+		return false
+	}
+}
+
+// TestRecvPolls: a Recv that waits polls the device for its message within the
+// spin, so it completes with no receive daemon at all, and stops polling when
+// it has it.
+func TestRecvPolls(t *testing.T) {
+	nets := []*Net{NewNet(0, make(chan struct{}), nil), NewNet(1, make(chan struct{}), nil)}
+	var polls atomic.Int32
+	boxes := []chan func(){make(chan func(), 4), make(chan func(), 4)}
+	for p, n := range nets {
+		dev := polled{from: p, nets: nets, boxes: boxes, polls: &polls}
+		n.Connect(dev)
+		n.PollNet(dev, time.Minute)
+	}
+	got := make(chan Msg, 1)
+	go func() {
+		m, err := nets[1].Recv(0, 7, 1, tagRoot, 5)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	for deadline := time.Now().Add(10 * time.Second); polls.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Recv does not poll")
+		}
+	}
+	if err := nets[0].Send(1, 7, 1, tagRoot, Msg{Sig: 5, Data: []byte("polled")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-got:
+		if string(m.Data) != "polled" || m.Sig != 5 {
+			t.Fatalf("got %+v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Recv did not poll its message in")
+	}
+	if n := polls.Load(); n != 0 {
+		t.Fatalf("%d ranks still polling after the Recv", n)
+	}
+}

@@ -106,8 +106,9 @@ var errPeerGone = errors.New("shm: peer hung up")
 
 // Conn is one end of a shared-memory stream. It is a net.Conn; TryRead and
 // TryWrite are its non-blocking reads and writes, for a caller that polls.
-// Reads are safe from one goroutine at a time and writes from one goroutine at
-// a time, reads and writes concurrently, Close and the deadlines from anywhere.
+// Reads are safe from any goroutine, each taking the next bytes there are (Await
+// waits for them and takes none); writes from one goroutine at a time, reads and
+// writes concurrently, Close and the deadlines from anywhere.
 type Conn struct {
 	bell *net.UnixConn
 	seg  *segment
@@ -128,7 +129,7 @@ type Conn struct {
 	readDL, writeDL atomic.Int64 // deadlines in Unix nanoseconds, 0: none
 	bellErr         atomic.Pointer[error]
 	wroteEOF        bool        // CloseWrite done; guarded by wmu
-	reading         atomic.Bool // a Read sleeps until the doorbell rings (see Wake)
+	reading         atomic.Bool // a Read or Await sleeps until the doorbell rings (see Wake)
 	writing         atomic.Bool // a Write does
 }
 
@@ -143,6 +144,7 @@ func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
 		dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
 		done: make(chan struct{}), gone: make(chan struct{}),
 	}
+	runtime.AddCleanup(c, func(s *segment) { _ = s.unmap() }, seg)
 	c.ringer.Add(1)
 	go c.listen()
 	return c
@@ -283,31 +285,39 @@ func (r *ring) writable() (uint64, error) {
 
 // Read reads at least one byte into b, waiting for the peer to write.
 func (c *Conn) Read(b []byte) (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
 	for {
-		if err := c.closedErr(); err != nil {
-			return 0, err
-		}
-		n, err := c.tryRead(b)
+		n, err := c.TryRead(b)
 		if n > 0 || err != nil || len(b) == 0 {
 			return n, err
 		}
-		// Flag that we sleep, then look again: a writer that published before
-		// it saw the flag left data we now see, one that published after rings.
-		c.in.rwait.Swap(1)
-		if n, err := c.tryRead(b); n > 0 || err != nil {
-			c.in.rwait.CompareAndSwap(1, 0)
-			return n, err
-		}
-		c.reading.Store(true)
-		err = c.wait(c.dataBell, &c.readDL)
-		c.reading.Store(false)
-		c.in.rwait.CompareAndSwap(1, 0) // woken by Wake, the writer would ring for nothing
-		if err != nil {
+		if err := c.Await(nil); err != nil {
 			return 0, err
 		}
 	}
+}
+
+// Await waits until a TryRead would find something (see Ready), stop receives,
+// the read deadline passes, or c is closed; it reads nothing. It is the sleep
+// of Read, for a reader that shares the ring's data with goroutines that poll
+// it (TryRead) and must not take what they are waiting for.
+func (c *Conn) Await(stop <-chan struct{}) error {
+	for !c.Ready() {
+		// Flag that we sleep, then look again: a writer that published before
+		// it saw the flag left data we now see, one that published after rings.
+		c.in.rwait.Swap(1)
+		if c.Ready() {
+			c.in.rwait.CompareAndSwap(1, 0)
+			return nil
+		}
+		c.reading.Store(true)
+		stopped, err := c.wait(c.dataBell, &c.readDL, stop)
+		c.reading.Store(false)
+		c.in.rwait.CompareAndSwap(1, 0) // woken otherwise, the writer would ring for nothing
+		if err != nil || stopped {
+			return err
+		}
+	}
+	return nil
 }
 
 // TryWrite writes what the ring has room for of b, without waiting.
@@ -317,7 +327,8 @@ func (c *Conn) TryWrite(b []byte) (int, error) {
 	if err := c.writeErr(); err != nil {
 		return 0, err
 	}
-	return c.tryWrite(b)
+	bufs := net.Buffers{b}
+	return c.tryWrite(&bufs)
 }
 
 // writeErr says why c takes no more writes, or nil.
@@ -334,17 +345,33 @@ func (c *Conn) writeErr() error {
 	return nil
 }
 
-func (c *Conn) tryWrite(b []byte) (int, error) {
+// tryWrite writes what the ring has room for of bufs, in order, and drops it
+// from bufs. One publication of the head covers it all: a reader that polls
+// sees a message whole, and its line moves between the procs once.
+func (c *Conn) tryWrite(bufs *net.Buffers) (int, error) {
 	r := &c.out
 	room, err := r.writable()
-	if err != nil || room == 0 || len(b) == 0 {
+	if err != nil || room == 0 {
 		return 0, err
 	}
-	n := min(uint64(len(b)), room)
-	at := r.pos & r.mask
-	k := copy(r.data[at:], b[:n])
-	copy(r.data, b[k:n])
-	r.pos += n
+	n := uint64(0)
+	for len(*bufs) > 0 && n < room {
+		b := (*bufs)[0]
+		k := min(uint64(len(b)), room-n)
+		at := r.pos & r.mask
+		m := copy(r.data[at:], b[:k])
+		copy(r.data, b[m:k])
+		r.pos += k
+		n += k
+		if k == uint64(len(b)) {
+			*bufs = (*bufs)[1:]
+		} else {
+			(*bufs)[0] = b[k:]
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
 	r.head.Swap(r.pos)
 	if r.rwait.Load() != 0 && r.rwait.CompareAndSwap(1, 0) {
 		c.ring(bellData)
@@ -354,17 +381,25 @@ func (c *Conn) tryWrite(b []byte) (int, error) {
 
 // Write writes all of b, waiting for room as the peer reads.
 func (c *Conn) Write(b []byte) (int, error) {
+	bufs := net.Buffers{b}
+	n, err := c.WriteBuffers(&bufs)
+	return int(n), err
+}
+
+// WriteBuffers writes all of bufs, as Write, and drops it from bufs: as much as
+// the ring has room for at a time, with one publication.
+func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	done := 0
+	done := int64(0)
 	var start time.Time
 	for {
 		if err := c.writeErr(); err != nil {
 			return done, err
 		}
-		n, err := c.tryWrite(b[done:])
-		done += n
-		if err != nil || done == len(b) {
+		n, err := c.tryWrite(bufs)
+		done += int64(n)
+		if err != nil || !hasBytes(*bufs) {
 			return done, err
 		}
 		if n > 0 {
@@ -385,7 +420,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			continue
 		}
 		c.writing.Store(true)
-		err = c.wait(c.spaceBell, &c.writeDL)
+		_, err = c.wait(c.spaceBell, &c.writeDL, nil)
 		c.writing.Store(false)
 		c.out.wwait.CompareAndSwap(1, 0)
 		if err != nil {
@@ -394,8 +429,19 @@ func (c *Conn) Write(b []byte) (int, error) {
 	}
 }
 
-// Ready says whether a TryRead would find something: data, or the end of the
-// stream. Safe from any goroutine, for a poller watching rings that others read.
+// hasBytes says whether any of bufs is not empty.
+func hasBytes(bufs net.Buffers) bool {
+	for _, b := range bufs {
+		if len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Ready says whether a TryRead would find something: data, the end of the
+// stream, or an error. Safe from any goroutine, for a poller watching rings that
+// others read.
 func (c *Conn) Ready() bool {
 	return c.in.head.Load() != c.in.tail.Load() || c.in.eof.Load() != 0 || closed(c.gone) || closed(c.done)
 }
@@ -423,8 +469,8 @@ func (c *Conn) Wake() {
 }
 
 // wait sleeps until bell rings, the peer hangs up (the caller looks again and
-// finds out), the deadline in dl passes, or c is closed.
-func (c *Conn) wait(bell chan struct{}, dl *atomic.Int64) error {
+// finds out), stop receives (stopped), the deadline in dl passes, or c is closed.
+func (c *Conn) wait(bell chan struct{}, dl *atomic.Int64, stop <-chan struct{}) (stopped bool, err error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -436,7 +482,7 @@ func (c *Conn) wait(bell chan struct{}, dl *atomic.Int64) error {
 		if d := dl.Load(); d != 0 {
 			left := time.Until(time.Unix(0, d))
 			if left <= 0 {
-				return os.ErrDeadlineExceeded
+				return false, os.ErrDeadlineExceeded
 			}
 			if timer == nil {
 				timer = time.NewTimer(left)
@@ -447,11 +493,13 @@ func (c *Conn) wait(bell chan struct{}, dl *atomic.Int64) error {
 		}
 		select {
 		case <-bell:
-			return nil
+			return false, nil
 		case <-c.gone:
-			return nil
+			return false, nil
+		case <-stop:
+			return true, nil
 		case <-c.done:
-			return net.ErrClosed
+			return false, net.ErrClosed
 		case <-expired:
 		}
 	}
@@ -473,8 +521,10 @@ func (c *Conn) CloseWrite() error {
 	return nil
 }
 
-// Close ends both directions and unmaps the segment; the peer's reads and
-// writes end too. Reads and writes under way return net.ErrClosed.
+// Close ends both directions; the peer's reads and writes end too. Reads and
+// writes under way return net.ErrClosed. The segment stays mapped until c is
+// garbage: Ready, Wake and Await may be under way on other goroutines, which
+// poll without a lock.
 func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
@@ -486,11 +536,7 @@ func (c *Conn) Close() error {
 	}
 	err := c.bell.Close()
 	c.ringer.Wait()
-	c.rmu.Lock()
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	defer c.rmu.Unlock()
-	return errors.Join(err, c.seg.unmap())
+	return err
 }
 
 func (c *Conn) LocalAddr() net.Addr  { return c.bell.LocalAddr() }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -405,4 +406,115 @@ func FuzzParseOffer(f *testing.F) {
 			t.Fatalf("offer %q parsed as %d, which encodes differently", b, size)
 		}
 	})
+}
+
+// TestAwait: Await returns once the ring has data, and takes none of it; on a
+// stop, with the ring still empty; when c is closed; at the end of the stream.
+func TestAwait(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	stop := make(chan struct{}, 1)
+	awaited := make(chan error, 1)
+	await := func() {
+		go func() { awaited <- b.Await(stop) }()
+		time.Sleep(5 * time.Millisecond)
+	}
+	await()
+	select {
+	case err := <-awaited:
+		t.Fatalf("Await on an empty ring returned %v", err)
+	default:
+	}
+	if _, err := a.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-awaited; err != nil || !b.Ready() {
+		t.Fatalf("Await after a write: %v, ready %v", err, b.Ready())
+	}
+	buf := make([]byte, 10)
+	if n, err := b.TryRead(buf); n != 5 || err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("TryRead after Await: %q, %v", buf[:n], err)
+	}
+	await()
+	stop <- struct{}{}
+	if err := <-awaited; err != nil || b.Ready() {
+		t.Fatalf("Await stopped: %v, ready %v", err, b.Ready())
+	}
+	await()
+	a.CloseWrite()
+	if err := <-awaited; err != nil {
+		t.Fatalf("Await at the end of the stream: %v", err)
+	}
+	if n, err := b.TryRead(buf); n != 0 || err != io.EOF {
+		t.Fatalf("TryRead at the end: %d, %v", n, err)
+	}
+	_, b2 := pair(t, MinRing)
+	go func() { awaited <- b2.Await(nil) }()
+	time.Sleep(5 * time.Millisecond)
+	b2.Close()
+	if err := <-awaited; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Await when closed: %v", err)
+	}
+	if _, err := b2.TryRead(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("TryRead when closed: %v", err)
+	}
+}
+
+// TestWriteBuffers: a gather-write reaches the reader whole, in one
+// publication of the head, and one larger than the ring arrives in order.
+func TestWriteBuffers(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	head := a.out.head.Load()
+	nb := net.Buffers{[]byte("head"), nil, []byte("er+"), []byte("payload")}
+	if n, err := a.WriteBuffers(&nb); n != 14 || err != nil || len(nb) != 0 {
+		t.Fatalf("WriteBuffers: %d, %v, %d buffers left", n, err, len(nb))
+	}
+	if got := a.out.head.Load() - head; got != 14 {
+		t.Fatalf("head moved by %d, want 14", got)
+	}
+	buf := make([]byte, 32)
+	if n, _ := b.TryRead(buf); string(buf[:n]) != "header+payload" {
+		t.Fatalf("read %q", buf[:n])
+	}
+	data := make([]byte, 3*MinRing)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	go func() {
+		nb := net.Buffers{data[:100], data[100 : 2*MinRing], data[2*MinRing:]}
+		if _, err := a.WriteBuffers(&nb); err != nil {
+			t.Error(err)
+		}
+	}()
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(b, got); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("a gather-write three rings long: %v, or the bytes differ", err)
+	}
+}
+
+// TestCloseWhilePolled: pollers that look at a ring without a lock (Ready,
+// Wake, Await) go on safely while it is closed: its segment stays mapped.
+func TestCloseWhilePolled(t *testing.T) {
+	checkGoroutines(t)
+	for range 20 {
+		_, b := pair(t, MinRing)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				for !closed(b.done) {
+					b.Ready()
+					b.Wake()
+				}
+				for range 100 {
+					b.Ready()
+					b.Wake()
+				}
+			})
+		}
+		wg.Go(func() { _ = b.Await(nil) })
+		b.Close()
+		wg.Wait()
+	}
+	runtime.GC()
 }
