@@ -79,6 +79,7 @@ type ring struct {
 	data         []byte
 	size         uint64
 	pos          uint64 // our own counter: tail if we read the ring, head if we write it
+	seen         uint64 // the writer's last load of the reader's tail
 	mask         uint64
 }
 
@@ -130,6 +131,7 @@ type Conn struct {
 	bellErr         atomic.Pointer[error]
 	wroteEOF        bool        // CloseWrite done; guarded by wmu
 	reading         atomic.Bool // a Read or Await sleeps until the doorbell rings (see Wake)
+	over            atomic.Bool // gone or done is closed: Ready's test without a channel operation
 	writing         atomic.Bool // a Write does
 }
 
@@ -153,6 +155,7 @@ func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
 // listen reads doorbell bytes until the socket ends.
 func (c *Conn) listen() {
 	defer c.ringer.Done()
+	defer c.over.Store(true) // after the close: a poller that sees it finds gone closed
 	defer close(c.gone)
 	var b [64]byte
 	for {
@@ -274,12 +277,20 @@ func (r *ring) readable() (uint64, error) {
 	return n, nil
 }
 
-// writable is how many bytes we may write before the ring is full.
-func (r *ring) writable() (uint64, error) {
-	used := r.pos - r.tail.Load()
+// writable is how many bytes we may write before the ring is full, or at least
+// want of them. It loads the reader's tail only when the tail it saw last leaves
+// less room than want: that load misses the cache whenever the reader has moved
+// the tail, and then takes the line from the reader, which stalls its next store.
+func (r *ring) writable(want uint64) (uint64, error) {
+	if room := r.size - (r.pos - r.seen); room >= want {
+		return room, nil
+	}
+	tail := r.tail.Load()
+	used := r.pos - tail
 	if used > r.size {
 		return 0, fmt.Errorf("%w: the peer's tail is %d bytes behind our head, in a ring of %d", ErrCorrupt, used, r.size)
 	}
+	r.seen = tail
 	return r.size - used, nil
 }
 
@@ -350,7 +361,11 @@ func (c *Conn) writeErr() error {
 // sees a message whole, and its line moves between the procs once.
 func (c *Conn) tryWrite(bufs *net.Buffers) (int, error) {
 	r := &c.out
-	room, err := r.writable()
+	want := uint64(0)
+	for _, b := range *bufs {
+		want += uint64(len(b))
+	}
+	room, err := r.writable(want)
 	if err != nil || room == 0 {
 		return 0, err
 	}
@@ -415,7 +430,7 @@ func (c *Conn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 			continue
 		}
 		c.out.wwait.Swap(1)
-		if room, err := c.out.writable(); room > 0 || err != nil {
+		if room, err := c.out.writable(1); room > 0 || err != nil {
 			c.out.wwait.CompareAndSwap(1, 0)
 			continue
 		}
@@ -443,7 +458,7 @@ func hasBytes(bufs net.Buffers) bool {
 // stream, or an error. Safe from any goroutine, for a poller watching rings that
 // others read.
 func (c *Conn) Ready() bool {
-	return c.in.head.Load() != c.in.tail.Load() || c.in.eof.Load() != 0 || closed(c.gone) || closed(c.done)
+	return c.in.head.Load() != c.in.tail.Load() || c.in.eof.Load() != 0 || c.over.Load()
 }
 
 // Closed returns a channel closed by Close.
@@ -530,6 +545,7 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		close(c.done)
+		c.over.Store(true)
 	})
 	if !first {
 		return net.ErrClosed

@@ -322,8 +322,12 @@ func TestCorrupt(t *testing.T) {
 	if _, err := b.Read(make([]byte, 10)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read of a ring whose head is past its size: %v", err)
 	}
-	a.in.tail.Store(5) // a reads the ring b writes: past b's head, which is 0
-	if _, err := b.Write([]byte("x")); !errors.Is(err, ErrCorrupt) {
+	if _, err := b.Write(make([]byte, MinRing-1)); err != nil {
+		t.Fatal(err)
+	}
+	a.in.tail.Store(MinRing) // a reads the ring b writes: past b's head, MinRing-1
+	// b loads the tail when it needs more room than the tail it saw left.
+	if _, err := b.Write([]byte("xy")); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("write into a ring whose tail is past our head: %v", err)
 	}
 
