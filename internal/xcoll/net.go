@@ -173,8 +173,8 @@ func (n *Net) Connect(dev Sender) {
 	}
 }
 
-// PollNet has a Recv that waits poll p for its message for up to spin before it
-// parks (see poll). Call it before the first collective.
+// PollNet has a Recv that waits poll p for its message for up to spin, or once
+// if spin is 0, before it parks (see poll). Call it before the first collective.
 func (n *Net) PollNet(p netd.Poller, spin time.Duration) { n.poller, n.spin = p, spin }
 
 // Self returns our proc's index.
@@ -376,16 +376,20 @@ func (n *Net) Recv(proc int, ctx uint32, seq uint64, tag int32, sig uint64) (Msg
 }
 
 // poll handles the device's messages on the calling goroutine (netd.Poller)
-// until w is rung or the spin runs out: a message from a proc of this host then
-// ends the wait without a receive daemon's turn on the processor and its
-// hand-over.
+// until w is rung or the spin runs out, or once without a spin: a message from a
+// proc of this host then ends the wait without a receive daemon's turn on the
+// processor and its hand-over.
 func (n *Net) poll(w *watch) {
 	p := n.poller
-	if p == nil || n.spin <= 0 {
+	if p == nil {
 		return
 	}
 	p.PollBegin()
 	defer p.PollEnd()
+	if n.spin <= 0 {
+		p.Poll()
+		return
+	}
 	spin.Until(n.spin, func() bool { return len(w.wake) > 0 || p.Poll() && len(w.wake) > 0 })
 }
 

@@ -559,7 +559,7 @@ func (p polled) Poll() bool {
 
 // TestRecvPolls: a Recv that waits polls the device for its message within the
 // spin, so it completes with no receive daemon at all, and stops polling when
-// it has it.
+// it has it; without a spin it looks once.
 func TestRecvPolls(t *testing.T) {
 	nets := []*Net{NewNet(0, make(chan struct{}), nil), NewNet(1, make(chan struct{}), nil)}
 	var polls atomic.Int32
@@ -595,5 +595,29 @@ func TestRecvPolls(t *testing.T) {
 	}
 	if n := polls.Load(); n != 0 {
 		t.Fatalf("%d ranks still polling after the Recv", n)
+	}
+
+	// Without a spin (a crowded host), a Recv looks once before it parks: a
+	// message that came meanwhile needs no daemon either.
+	for p, n := range nets {
+		n.PollNet(polled{from: p, nets: nets, boxes: boxes, polls: &polls}, 0)
+	}
+	if err := nets[0].Send(1, 7, 2, tagRoot, Msg{Sig: 5, Data: []byte("once")}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		m, err := nets[1].Recv(0, 7, 2, tagRoot, 5)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	select {
+	case m := <-got:
+		if string(m.Data) != "once" {
+			t.Fatalf("got %+v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Recv did not look at the device before it parked")
 	}
 }
