@@ -152,7 +152,12 @@ func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
 	return c
 }
 
-// listen reads doorbell bytes until the socket ends.
+// listen reads doorbell bytes until the socket ends. A deadline on the socket
+// does not end it: c keeps its own (SetReadDeadline), and one on the socket is
+// left over from the upgrade, set by the caller of Offer or Answer to bound it
+// (and, by a netd Device that closes meanwhile, moved into the past) until
+// that caller clears it. Ending there made the Conn report its peer gone: the
+// Device's Close then failed to say goodbye, and the peer counted it as lost.
 func (c *Conn) listen() {
 	defer c.ringer.Done()
 	defer c.over.Store(true) // after the close: a poller that sees it finds gone closed
@@ -172,6 +177,10 @@ func (c *Conn) listen() {
 				_ = c.bell.Close()
 				return
 			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !closed(c.done) {
+			_ = c.bell.SetDeadline(time.Time{})
+			continue
 		}
 		if err != nil {
 			return

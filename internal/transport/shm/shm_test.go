@@ -522,3 +522,28 @@ func TestCloseWhilePolled(t *testing.T) {
 	}
 	runtime.GC()
 }
+
+// TestBellDeadline: a deadline left on the socket by the upgrade's caller, even
+// one in the past, does not end the stream: the peer is not gone, and reads
+// and writes go on.
+func TestBellDeadline(t *testing.T) {
+	checkGoroutines(t)
+	a, b := pair(t, MinRing)
+	for range 3 {
+		b.bell.SetDeadline(time.Unix(1, 0))
+		time.Sleep(2 * time.Millisecond)
+	}
+	if closed(b.gone) {
+		t.Fatal("a past deadline on the socket counts as the peer gone")
+	}
+	if _, err := a.Write([]byte("still")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := b.Read(buf); err != nil || string(buf[:n]) != "still" {
+		t.Fatalf("read after the deadline: %q, %v", buf[:n], err)
+	}
+	if _, err := b.Write([]byte("here")); err != nil {
+		t.Fatalf("write after the deadline: %v", err)
+	}
+}
