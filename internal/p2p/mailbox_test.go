@@ -137,7 +137,7 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			c := &Comm{Peers: wd.Endpoints, World: wd}
 			ep := wd.Endpoints[0]
 			ep.box.Store(newMailbox())
-			late := ep.claimSlot(ep.box.Load()) // rank 2's message, not written yet
+			late, pos := ep.claimSlot(ep.box.Load()) // rank 2's message, not written yet
 			if err := c.Send(1, []byte{1}, 0, 0, Standard); err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			go func() { sent <- c.Send(1, make([]byte, next.size), 0, 0, Standard) }()
 			time.AfterFunc(5*time.Millisecond, func() {
 				late.key, late.n = key{src: 2}, 0
-				late.seq.Add(1)
+				late.publish(pos)
 			})
 			buf := make([]byte, 200)
 			for want := range []int{1, next.size} {
