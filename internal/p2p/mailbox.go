@@ -16,7 +16,8 @@ import (
 // moving its head, which senders read only when the room they last saw is used up.
 // So a hand-off moves one line once, as a bare spin on one word does: a receiver that
 // marked each slot free again waited for the line to come back to it first (8-byte
-// ping-pong, round trip 0.34 against 0.50 µs). A sender running
+// ping-pong round trip 0.58 against 0.86 µs while the VM's line transfers were slow;
+// no difference while they were fast). A sender running
 // ahead fills the ring, then waits for room as long as the receiver keeps taking
 // messages, and falls back to an eager copy in the inbox only when it does not: a
 // stream stays within the ring's lines, in cache, instead of growing a queue that
@@ -253,6 +254,34 @@ func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok b
 	if pos != start {
 		b.unstick()
 	}
+	return
+}
+
+// takeNext receives the mailbox's next message into buf when it matches pat and
+// nothing the engine holds could come before it or claim it: no unexpected message,
+// no posted receive. It skips takeBox's general loop, which a blocking exchange does
+// not need (8-byte ping-pong, one way: 0.238 against 0.268 µs, medians of 20).
+func (ep *Endpoint) takeNext(pat key, buf []byte) (st Status, ok bool) {
+	b := ep.box.Load()
+	if b == nil {
+		return
+	}
+	pos := b.head.Load()
+	s := &b.slot[pos%mailboxSlots]
+	if s.seq.Load() != pos+1 {
+		return
+	}
+	ep.mu.Lock()
+	// Once head has passed pos, a sender may be rewriting the slot.
+	if b.head.Load() == pos && matches(pat, s.key) && ep.unexp.n == 0 && ep.posted.n == 0 && ep.wild.head == nil {
+		k, n := s.key, int(s.n)
+		st = Status{Source: int(k.src), Tag: int(k.tag), Bytes: copy(buf, s.data[:n]), Len: n}
+		ep.giveBack(chargeOf(n))
+		b.head.Store(pos + 1)
+		b.unstick()
+		ok = true
+	}
+	ep.mu.Unlock()
 	return
 }
 

@@ -182,20 +182,25 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
 // for arrivals within the spin that began at start, looking again at each, without
 // posting a receive. Senders that queue a message unexpected (a direct send, a
 // drain by another goroutine) bump ep.queued, which it watches besides the inbox
-// and the mailbox.
+// and the mailbox. It looks at the mailbox's next message first (takeNext): the
+// common case of a blocking exchange, taken without the engine's general path.
 func (c *Comm) pollRecv(me int, buf []byte, src, tag int) (st Status, r *Request, ok bool, start int64) {
 	ep := c.Peers[me]
+	pat := key{c.Ctx, int32(src), int32(tag)}
 	seen := ep.queued.Load()
-	if st, r, ok = c.startRecv(me, buf, src, tag, nil, false); ok || r != nil {
-		return
-	}
-	_, start = ep.spinFor(func() bool {
-		if ep.queued.Load() == seen && !ep.arrived() {
-			return false
+	try := func() bool {
+		if st, ok = ep.takeNext(pat, buf); ok {
+			return true
 		}
 		seen = ep.queued.Load()
 		st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
 		return ok || r != nil
+	}
+	if try() {
+		return
+	}
+	_, start = ep.spinFor(func() bool {
+		return (ep.queued.Load() != seen || ep.arrived()) && try()
 	})
 	return
 }
