@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weft-mpi/weft/bench/p2p"
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -16,7 +17,7 @@ import (
 func pingpong(b *testing.B, size int, opts ...mpi.Option) {
 	b.SetBytes(int64(2 * size))
 	err := mpi.Run(2, func(c *mpi.Comm) error {
-		buf := make([]byte, size)
+		buf := bench.Buffer[byte](size)
 		if c.Rank() == 0 {
 			b.ResetTimer()
 		}

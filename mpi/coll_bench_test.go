@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkBcast(b *testing.B) {
 			b.Run(fmt.Sprintf("ranks=%d/doubles=%d", n, size), func(b *testing.B) {
 				bufs := make([][]float64, n)
 				for i := range bufs {
-					bufs[i] = make([]float64, size)
+					bufs[i] = bench.Buffer[float64](size)
 				}
 				collBench(b, n, func(c *mpi.Comm) error { return mpi.Bcast(c, bufs[c.Rank()], 0) })
 			})
@@ -70,7 +71,9 @@ func BenchmarkReduce(b *testing.B) {
 			b.Run(fmt.Sprintf("ranks=%d/rotate=%v", n, rotate), func(b *testing.B) {
 				bufs := make([][2][]float64, n)
 				for i := range bufs {
-					bufs[i] = [2][]float64{{1}, make([]float64, 1)}
+					one := bench.Buffer[float64](1)
+					one[0] = 1
+					bufs[i] = [2][]float64{one, bench.Buffer[float64](1)}
 				}
 				calls := make([]int, n)
 				collBench(b, n, func(c *mpi.Comm) error {
@@ -94,7 +97,7 @@ func BenchmarkIallreduce(b *testing.B) {
 		b.Run(fmt.Sprintf("ranks=%d/doubles=1", n), func(b *testing.B) {
 			bufs := make([][2][]float64, n)
 			for i := range bufs {
-				bufs[i] = [2][]float64{make([]float64, 1), make([]float64, 1)}
+				bufs[i] = [2][]float64{bench.Buffer[float64](1), bench.Buffer[float64](1)}
 			}
 			collBench(b, n, func(c *mpi.Comm) error {
 				bb := bufs[c.Rank()]
@@ -115,7 +118,7 @@ func BenchmarkAllreduce(b *testing.B) {
 			b.Run(fmt.Sprintf("ranks=%d/doubles=%d", n, size), func(b *testing.B) {
 				bufs := make([][2][]float64, n)
 				for i := range bufs {
-					bufs[i] = [2][]float64{make([]float64, size), make([]float64, size)}
+					bufs[i] = [2][]float64{bench.Buffer[float64](size), bench.Buffer[float64](size)}
 				}
 				collBench(b, n, func(c *mpi.Comm) error {
 					bb := bufs[c.Rank()]
@@ -147,7 +150,7 @@ func BenchmarkSmallExchange(b *testing.B) {
 		b.Run(op.name, func(b *testing.B) {
 			bufs := make([][2][]float64, n)
 			for i := range bufs {
-				bufs[i] = [2][]float64{make([]float64, n), make([]float64, n)}
+				bufs[i] = [2][]float64{bench.Buffer[float64](n), bench.Buffer[float64](n)}
 			}
 			collBench(b, n, func(c *mpi.Comm) error {
 				bb := bufs[c.Rank()]

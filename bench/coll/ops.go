@@ -3,6 +3,7 @@ package coll
 import (
 	"fmt"
 
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -89,7 +90,7 @@ func checkEnds(c *mpi.Comm, what string, v []float64, want float64) error {
 
 // filled returns m elements of v.
 func filled[T byte | float64](m int, v T) []T {
-	s := make([]T, m)
+	s := bench.Buffer[T](m)
 	for i := range s {
 		s[i] = v
 	}
@@ -98,7 +99,7 @@ func filled[T byte | float64](m int, v T) []T {
 
 // blocked returns n blocks of m bytes, block j filled with v(j).
 func blocked(n, m int, v func(j int) byte) []byte {
-	s := make([]byte, 0, n*m)
+	s := bench.Buffer[byte](n * m)[:0]
 	for j := range n {
 		s = append(s, filled(m, v(j))...)
 	}
@@ -120,7 +121,7 @@ func barrier(c *mpi.Comm, _ int) step {
 }
 
 func bcast(c *mpi.Comm, m int) step {
-	buf := make([]byte, m)
+	buf := bench.Buffer[byte](m)
 	return func(i, root int) error {
 		if c.Rank() == root {
 			buf[0], buf[m-1] = stamp(i), stamp(i)
@@ -135,7 +136,7 @@ func bcast(c *mpi.Comm, m int) step {
 // Every reduction sums float64s: rank r contributes r+1 in every element.
 
 func reduce(c *mpi.Comm, m int) step {
-	send, recv := filled(m, float64(c.Rank()+1)), make([]float64, m)
+	send, recv := filled(m, float64(c.Rank()+1)), bench.Buffer[float64](m)
 	return func(_, root int) error {
 		recv[0], recv[m-1] = 0, 0
 		if err := mpi.Reduce(c, send, recv, mpi.Sum, root); err != nil || c.Rank() != root {
@@ -146,7 +147,7 @@ func reduce(c *mpi.Comm, m int) step {
 }
 
 func allreduce(c *mpi.Comm, m int) step {
-	send, recv := filled(m, float64(c.Rank()+1)), make([]float64, m)
+	send, recv := filled(m, float64(c.Rank()+1)), bench.Buffer[float64](m)
 	return func(int, int) error {
 		recv[0], recv[m-1] = 0, 0
 		if err := mpi.Allreduce(c, send, recv, mpi.Sum); err != nil {
@@ -157,7 +158,7 @@ func allreduce(c *mpi.Comm, m int) step {
 }
 
 func reduceScatterBlock(c *mpi.Comm, m int) step {
-	send, recv := filled(c.Size()*m, float64(c.Rank()+1)), make([]float64, m)
+	send, recv := filled(c.Size()*m, float64(c.Rank()+1)), bench.Buffer[float64](m)
 	return func(int, int) error {
 		recv[0], recv[m-1] = 0, 0
 		if err := mpi.ReduceScatterBlock(c, send, recv, mpi.Sum); err != nil {
@@ -172,7 +173,7 @@ func reduceScatterBlock(c *mpi.Comm, m int) step {
 func scan(exclusive bool) func(c *mpi.Comm, m int) step {
 	return func(c *mpi.Comm, m int) step {
 		r := c.Rank()
-		send, recv := filled(m, float64(r+1)), make([]float64, m)
+		send, recv := filled(m, float64(r+1)), bench.Buffer[float64](m)
 		return func(int, int) error {
 			recv[0], recv[m-1] = 0, 0
 			if !exclusive {
@@ -197,7 +198,7 @@ func scan(exclusive bool) func(c *mpi.Comm, m int) step {
 func gather(v bool) func(c *mpi.Comm, m int) step {
 	return func(c *mpi.Comm, m int) step {
 		n := c.Size()
-		send, recv := filled(m, mark(c.Rank())), make([]byte, n*m)
+		send, recv := filled(m, mark(c.Rank())), bench.Buffer[byte](n*m)
 		counts, displs := even(n, m)
 		return func(_, root int) error {
 			clearBlocks(recv, n, m)
@@ -218,7 +219,7 @@ func gather(v bool) func(c *mpi.Comm, m int) step {
 func scatter(v bool) func(c *mpi.Comm, m int) step {
 	return func(c *mpi.Comm, m int) step {
 		n := c.Size()
-		send, recv := blocked(n, m, mark), make([]byte, m)
+		send, recv := blocked(n, m, mark), bench.Buffer[byte](m)
 		counts, displs := even(n, m)
 		return func(_, root int) error {
 			clearBlocks(recv, 1, m)
@@ -239,7 +240,7 @@ func scatter(v bool) func(c *mpi.Comm, m int) step {
 func allgather(v bool) func(c *mpi.Comm, m int) step {
 	return func(c *mpi.Comm, m int) step {
 		n := c.Size()
-		send, recv := filled(m, mark(c.Rank())), make([]byte, n*m)
+		send, recv := filled(m, mark(c.Rank())), bench.Buffer[byte](n*m)
 		counts, displs := even(n, m)
 		return func(int, int) error {
 			clearBlocks(recv, n, m)
@@ -261,7 +262,7 @@ func alltoall(v bool) func(c *mpi.Comm, m int) step {
 	return func(c *mpi.Comm, m int) step {
 		n, r := c.Size(), c.Rank()
 		send := blocked(n, m, func(d int) byte { return mark(r*n + d) })
-		recv := make([]byte, n*m)
+		recv := bench.Buffer[byte](n * m)
 		counts, displs := even(n, m)
 		return func(int, int) error {
 			clearBlocks(recv, n, m)

@@ -288,7 +288,7 @@ func RoundTrips(c *mpi.Comm, buf []byte, n int) error {
 }
 
 func (cfg config) pingpong(c *mpi.Comm) error {
-	buf := make([]byte, cfg.size)
+	buf := bench.Buffer[byte](cfg.size)
 	secs, err := timed(c, cfg.iters, func(n int) error { return RoundTrips(c, buf, n) })
 	if err != nil {
 		return err
@@ -304,8 +304,10 @@ func (cfg config) pingpong(c *mpi.Comm) error {
 // the receiver as in osu_bw; it reports the bytes moved per second in all.
 func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 	sends, recvs := make([][]byte, window), make([][]byte, window)
+	arena := bench.Buffer[byte](2 * window * cfg.size)
 	for i := range window {
-		sends[i], recvs[i] = make([]byte, cfg.size), make([]byte, cfg.size)
+		sends[i], arena = arena[:cfg.size:cfg.size], arena[cfg.size:]
+		recvs[i], arena = arena[:cfg.size:cfg.size], arena[cfg.size:]
 	}
 	reqs := make([]*mpi.Request, 0, 2*window)
 	var ack [4]byte
@@ -363,7 +365,7 @@ func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 // oneway is TMPI's one-way send-recv: rank 0 keeps sending to rank 1 with
 // blocking sends; the time per send is the pipeline's cost per message.
 func (cfg config) oneway(c *mpi.Comm) error {
-	buf := make([]byte, cfg.size)
+	buf := bench.Buffer[byte](cfg.size)
 	secs, err := timed(c, cfg.iters, func(n int) error {
 		for range n {
 			var err error
