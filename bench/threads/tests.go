@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weft-mpi/weft/internal/bench"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -32,7 +33,7 @@ const batch = 256
 func pairs(c *mpi.Comm, cf *config, loop func(buf []byte, first bool, peer, tag, n int) error) (float64, error) {
 	return timed(c, cf.iters, func(n int) error {
 		return pairwise(c, cf, cf.pairs, func(first bool, peer, tag int) error {
-			return loop(make([]byte, cf.size), first, peer, tag, n)
+			return loop(bench.Buffer[byte](cf.size), first, peer, tag, n)
 		})
 	})
 }
@@ -140,7 +141,7 @@ func shortLongRanks(cf *config) int {
 // of -size bytes. Rank 0 prints every round trip (field iter), their mean and
 // maximum, and how long the long send took.
 func shortLong(c *mpi.Comm, cf *config, out io.Writer) error {
-	long := make([]byte, cf.size)
+	long := bench.Buffer[byte](cf.size)
 	var times []float64
 	var longSecs float64
 	for round := range 2 {
@@ -172,7 +173,7 @@ func shortLongRound(c *mpi.Comm, cf *config, long []byte, n int, fill byte) ([]f
 	times := make([]float64, n)
 	var longSecs float64
 	short := func() error {
-		buf := make([]byte, 8)
+		buf := bench.Buffer[byte](8)
 		for i := range n {
 			start := mpi.Wtime()
 			stamp(buf, i)
@@ -188,7 +189,7 @@ func shortLongRound(c *mpi.Comm, cf *config, long []byte, n int, fill byte) ([]f
 		return nil
 	}
 	echo := func() error {
-		buf := make([]byte, 8)
+		buf := bench.Buffer[byte](8)
 		for i := range n {
 			err := recvStamped(c, buf, 0, tagShort, i)
 			if err == nil {
@@ -313,7 +314,7 @@ func overlapLoops(c *mpi.Comm, cf *config) (comm, both float64, err error) {
 	nb := neighbours(c.Rank(), c.Size())
 	var send, recv [4][]byte
 	for d := range 4 {
-		send[d], recv[d] = make([]byte, cf.size), make([]byte, cf.size)
+		send[d], recv[d] = bench.Buffer[byte](cf.size), bench.Buffer[byte](cf.size)
 	}
 	reqs := make([]*mpi.Request, 8)
 	loop := func(n int, work float64) error {
@@ -394,7 +395,7 @@ func concurrentAllreduce(c *mpi.Comm, cf *config, out io.Writer) (err error) {
 // reduceLoop runs n Allreduce sums of count float64s over c, each rank giving
 // its rank+1, and checks both ends of every result.
 func reduceLoop(c *mpi.Comm, n, count int) error {
-	send, recv := make([]float64, count), make([]float64, count)
+	send, recv := bench.Buffer[float64](count), bench.Buffer[float64](count)
 	for i := range send {
 		send[i] = float64(c.Rank() + 1)
 	}
