@@ -60,7 +60,7 @@ func (c *Comm) checkSource(op string, src, tag int) error {
 
 // received turns the engine's status of a receive into the user's, with ErrTruncate
 // when the message did not fit.
-func (c *Comm) received(st p2p.Status, err error, op string, peer, tag int) (Status, error) {
+func (c *Comm) received(st *p2p.Status, err error, op string, peer, tag int) (Status, error) {
 	s := Status{Source: st.Source, Tag: st.Tag, Cancelled: st.Cancelled, bytes: st.Bytes}
 	switch {
 	case err != nil:
@@ -113,8 +113,9 @@ func Recv[T Elem](c *Comm, buf []T, source, tag int) (Status, error) {
 	if err := c.checkSource("Recv", source, tag); err != nil {
 		return Status{}, err
 	}
-	st, err := c.core.Recv(c.rank, bytesOf(buf), source, tag)
-	return c.received(st, err, "Recv", source, tag)
+	var st p2p.Status
+	err := c.core.Recv(c.rank, bytesOf(buf), source, tag, &st)
+	return c.received(&st, err, "Recv", source, tag)
 }
 
 // Sendrecv sends send to dest and receives into recv from source, at once, so that
@@ -146,5 +147,5 @@ func sendrecv(c *Comm, op string, sb []byte, dest, sendtag int, rb []byte, sourc
 	}
 	err := c.self().Wait(&r)
 	st, _ := r.Result()
-	return c.received(st, err, op, source, recvtag)
+	return c.received(&st, err, op, source, recvtag)
 }

@@ -96,7 +96,7 @@ func Mrecv[T Elem](msg *Message, buf []T) (Status, error) {
 		return nullStatus, nil
 	}
 	st, err := p2p.Mrecv(msg.m, bytesOf(buf))
-	return c.received(st, err, "Mrecv", st.Source, st.Tag)
+	return c.received(&st, err, "Mrecv", st.Source, st.Tag)
 }
 
 // AttachBuffer gives the calling rank a buffer for Bsend and Ibsend. Each buffered

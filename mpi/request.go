@@ -205,7 +205,7 @@ func (r *Request) finish(err error) (Status, error) {
 	var s Status
 	peer, tag := int(r.peer), int(r.tag)
 	if r.recv {
-		s, err = r.c.received(st, err, r.op, peer, tag)
+		s, err = r.c.received(&st, err, r.op, peer, tag)
 	} else {
 		if err != nil {
 			err = r.c.failed(err, r.op, peer, tag)

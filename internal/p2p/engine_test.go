@@ -133,7 +133,7 @@ func TestPoolCreditReturns(t *testing.T) {
 	}
 	buf := make([]byte, len(big))
 	for i := 0; i < sent; i++ {
-		if st, err := c.Recv(1, buf, 0, 0); err != nil || st.Bytes != len(big) {
+		if st, err := receive(c, 1, buf, 0, 0); err != nil || st.Bytes != len(big) {
 			t.Fatalf("recv %d: %+v %v", i, st, err)
 		}
 	}
@@ -263,3 +263,10 @@ var (
 	sink    *Request
 	boxSink *mailbox
 )
+
+// receive is Comm.Recv returning the status.
+func receive(c *Comm, me int, buf []byte, src, tag int) (Status, error) {
+	var st Status
+	err := c.Recv(me, buf, src, tag, &st)
+	return st, err
+}

@@ -32,7 +32,7 @@ func TestMailboxKeepsPerSenderOrder(t *testing.T) {
 		next := make([]uint64, senders+1)
 		var buf [8]byte
 		for range senders * n {
-			st, err := c.Recv(0, buf[:], AnySource, 7)
+			st, err := receive(c, 0, buf[:], AnySource, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func TestMailboxUnexpected(t *testing.T) {
 		check()
 		for i := range n {
 			var b [1]byte
-			if st, err := c.Recv(0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
+			if st, err := receive(c, 0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
 				t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
 			}
 		}
@@ -107,7 +107,7 @@ func TestMailboxPacesSender(t *testing.T) {
 	most := 0
 	for i := range n {
 		var b [1]byte
-		if _, err := c.Recv(0, b[:], 1, 0); err != nil || b[0] != byte(i) {
+		if _, err := receive(c, 0, b[:], 1, 0); err != nil || b[0] != byte(i) {
 			t.Fatalf("message %d: got %d (%v)", i, b[0], err)
 		}
 		ep.mu.Lock()
@@ -152,7 +152,7 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			})
 			buf := make([]byte, 200)
 			for want := range []int{1, next.size} {
-				st, err := c.Recv(0, buf, 1, 0)
+				st, err := receive(c, 0, buf, 1, 0)
 				if err != nil || st.Len != []int{1, next.size}[want] {
 					t.Fatalf("receive %d from rank 1: got %d bytes (%v), want %d", want, st.Len, err, []int{1, next.size}[want])
 				}
@@ -160,7 +160,7 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			if err := <-sent; err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Recv(0, buf, 2, 0); err != nil {
+			if _, err := receive(c, 0, buf, 2, 0); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -192,7 +192,7 @@ func TestRecvPollsBeforePosting(t *testing.T) {
 			posts := postCount(ep)
 			done := make(chan error, 1)
 			go func() {
-				st, err := c.Recv(0, buf, 1, 3)
+				st, err := receive(c, 0, buf, 1, 3)
 				if err == nil && (st.Len != size || buf[0] != want) {
 					err = fmt.Errorf("got %d bytes, message %d, want message %d", st.Len, buf[0], want)
 				}
@@ -233,7 +233,7 @@ func TestOnePollerARank(t *testing.T) {
 	for tag := 1; tag <= 2; tag++ {
 		go func() {
 			var b [1]byte
-			st, err := c.Recv(0, b[:], 1, tag)
+			st, err := receive(c, 0, b[:], 1, tag)
 			if err == nil && (st.Tag != tag || b[0] != byte(tag)) {
 				err = fmt.Errorf("receive of tag %d got tag %d, message %d", tag, st.Tag, b[0])
 			}

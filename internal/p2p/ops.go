@@ -131,7 +131,10 @@ func (ep *Endpoint) take(m *Request, buf []byte) Status {
 	return st
 }
 
-// Recv receives into buf at rank me of c from src with tag (wildcards allowed).
+// Recv receives into buf at rank me of c from src with tag (wildcards allowed), and
+// its status into st. (A status returned as a result was copied at every layer of
+// the call, through the stack: a third of the CPU of a send and its receive by one
+// goroutine, 168 against 114 ns.)
 //
 // When no message matches yet, it polls for arrivals within the spin budget
 // before it posts a receive, and takes a message that arrives meanwhile as an
@@ -142,58 +145,59 @@ func (ep *Endpoint) take(m *Request, buf []byte) Status {
 // post themselves at once, so that every arrival does not send them all to the
 // lock. A receive that may match a message from another proc posts itself at
 // once too, so that the message goes straight into its buffer.
-func (c *Comm) Recv(me int, buf []byte, src, tag int) (Status, error) {
+func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 	if src == ProcNull {
-		return NullStatus, nil
+		*st = NullStatus
+		return nil
 	}
 	ep := c.Peers[me]
 	var (
-		st    Status
 		r     *Request
 		ok    bool
 		start int64
 		err   error
 	)
 	if c.local(src) && ep.polling.CompareAndSwap(false, true) {
-		st, r, ok, start = c.pollRecv(me, buf, src, tag)
+		r, ok, start = c.pollRecv(me, buf, src, tag, st)
 		ep.polling.Store(false)
 	} else {
-		st, r, ok = c.startRecv(me, buf, src, tag, nil, true)
+		*st, r, ok = c.startRecv(me, buf, src, tag, nil, true)
 	}
 	switch {
 	case ok:
-		return st, nil
+		return nil
 	case r != nil: // posted, or a message still at its sender's proc claimed
 		err = ep.Wait(r)
 	default: // polled through the spin: post, then park
-		if st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
-			return st, nil
+		if *st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
+			return nil
 		}
 		err = ep.sleep(r, start)
 	}
-	st, _ = r.Result()
+	*st, _ = r.Result()
 	if r.Done() {
 		Recycle(r)
 	}
-	return st, err
+	return err
 }
 
-// pollRecv receives a matching message into buf (ok) if one has come, or else polls
-// for arrivals within the spin that began at start, looking again at each, without
-// posting a receive. Senders that queue a message unexpected (a direct send, a
-// drain by another goroutine) bump ep.queued, which it watches besides the inbox
-// and the mailbox. It looks at the mailbox's next message first (takeNext): the
-// common case of a blocking exchange, taken without the engine's general path.
-func (c *Comm) pollRecv(me int, buf []byte, src, tag int) (st Status, r *Request, ok bool, start int64) {
+// pollRecv receives a matching message into buf, and its status into st (ok), if one
+// has come, or else polls for arrivals within the spin that began at start, looking
+// again at each, without posting a receive. Senders that queue a message unexpected
+// (a direct send, a drain by another goroutine) bump ep.queued, which it watches
+// besides the inbox and the mailbox. It looks at the mailbox's next message first
+// (takeNext): the common case of a blocking exchange, taken without the engine's
+// general path.
+func (c *Comm) pollRecv(me int, buf []byte, src, tag int, st *Status) (r *Request, ok bool, start int64) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	seen := ep.queued.Load()
 	try := func() bool {
-		if st, ok = ep.takeNext(pat, buf); ok {
+		if ok = ep.takeNext(pat, buf, st); ok {
 			return true
 		}
 		seen = ep.queued.Load()
-		st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
+		*st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
 		return ok || r != nil
 	}
 	if try() {

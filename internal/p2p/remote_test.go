@@ -105,7 +105,7 @@ func TestRemoteStreaming(t *testing.T) {
 	go func() {
 		for i := range count {
 			buf := make([]byte, 64)
-			st, err := receiver.Recv(1, buf, 0, 5)
+			st, err := receive(receiver, 1, buf, 0, 5)
 			if err == nil && (st.Bytes != i%64 || !bytes.Equal(buf[:st.Bytes], fill(i%64, i))) {
 				err = fmt.Errorf("message %d: %d bytes %v, want %d bytes %v", i, st.Bytes, buf[:st.Bytes], i%64, fill(i%64, i))
 			}
@@ -170,7 +170,7 @@ func TestRemoteDropAndPull(t *testing.T) {
 	})
 	for i := range count {
 		buf := make([]byte, 4000)
-		st, err := receiver.Recv(1, buf, 0, 3)
+		st, err := receive(receiver, 1, buf, 0, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestRemoteOrderUnderDrops(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // let messages pile up unexpected
 	buf := make([]byte, 100<<10)
 	for i := range count {
-		st, err := receiver.Recv(1, buf, AnySource, 4)
+		st, err := receive(receiver, 1, buf, AnySource, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestRemoteManyRanks(t *testing.T) {
 					continue
 				}
 				buf := make([]byte, 10000)
-				st, err := c.Recv(rank, buf, src, src)
+				st, err := receive(c, rank, buf, src, src)
 				if err != nil {
 					t.Error(err)
 					continue
@@ -277,12 +277,12 @@ func TestRemoteLost(t *testing.T) {
 	if err := j.comm(0).Send(0, []byte("hi"), 1, 0, Standard); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.comm(1).Recv(1, make([]byte, 2), 0, 0); err != nil {
+	if _, err := receive(j.comm(1), 1, make([]byte, 2), 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := j.comm(0).Recv(0, make([]byte, 8), 1, 9)
+		_, err := receive(j.comm(0), 0, make([]byte, 8), 1, 9)
 		done <- err
 	}()
 	j.worlds[0].Lost(1, errors.New("connection reset by test"))
@@ -353,7 +353,7 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 			t.Fatal("a probe still waits 10 s after the loss")
 		}
 	}
-	_, err := world.Recv(0, make([]byte, 8), 1, 3)
+	_, err := receive(world, 0, make([]byte, 8), 1, 3)
 	isLoss("later receive from the lost rank", err)
 	_, _, err = world.Probe(0, 1, 3, false)
 	isLoss("later probe of the lost rank", err)
@@ -391,7 +391,7 @@ func TestRemoteLostErrorsReturn(t *testing.T) {
 	}()
 	for i := range 20 {
 		b := make([]byte, 100<<10)
-		if _, err := j.comm(2).Recv(2, b, 0, i); err != nil || !bytes.Equal(b, fill(100<<10, i)) {
+		if _, err := receive(j.comm(2), 2, b, 0, i); err != nil || !bytes.Equal(b, fill(100<<10, i)) {
 			t.Fatalf("message %d between survivors: %v", i, err)
 		}
 	}
@@ -454,7 +454,7 @@ func TestRemoteStrangers(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := make([]byte, size)
-		if _, err := j.comm(1).Recv(1, buf, 0, 1); err != nil {
+		if _, err := receive(j.comm(1), 1, buf, 0, 1); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.worlds[0].Endpoints[0].Wait(&r); err != nil {
@@ -520,7 +520,7 @@ func FuzzHandle(f *testing.F) {
 		j := newJob(t, l, testConfig())
 		recv := make(chan error, 1)
 		go func() {
-			_, err := j.comm(1).Recv(1, make([]byte, 16), AnySource, AnyTag)
+			_, err := receive(j.comm(1), 1, make([]byte, 16), AnySource, AnyTag)
 			recv <- err
 		}()
 		for len(in) >= wire.Size {
@@ -596,7 +596,7 @@ func TestRemoteAckRides(t *testing.T) {
 	go func() {
 		buf := make([]byte, 8)
 		for range rounds {
-			if _, err := b.Recv(1, buf, 0, 1); err != nil {
+			if _, err := receive(b, 1, buf, 0, 1); err != nil {
 				done <- err
 				return
 			}
@@ -613,7 +613,7 @@ func TestRemoteAckRides(t *testing.T) {
 		if err := a.Send(0, buf, 1, 1, Standard); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.Recv(0, buf, 1, 2); err != nil {
+		if _, err := receive(a, 0, buf, 1, 2); err != nil {
 			t.Fatal(err)
 		}
 		if buf[0] != byte(i) {
@@ -639,7 +639,7 @@ func TestRemoteAckRides(t *testing.T) {
 		}
 	}
 	for i := range stream {
-		if _, err := b.Recv(1, buf, 0, 3); err != nil {
+		if _, err := receive(b, 1, buf, 0, 3); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(buf, fill(8, i)) {
