@@ -176,8 +176,17 @@ func (c *Comm) String() string {
 	return fmt.Sprintf("Comm(ctx %d, rank %d of %d)", c.core.Ctx, c.rank, c.Size())
 }
 
+// usable reports whether c is a live communicator of a running job: check's common
+// case, small enough to inline into the checks that every call makes.
+func (c *Comm) usable() bool {
+	return c != nil && c.core != nil && !c.freed.Load() && c.core.World.Cause() == nil
+}
+
 // check validates c itself and that the job still runs.
 func (c *Comm) check(op string) error {
+	if c.usable() {
+		return nil
+	}
 	if c == nil || c.core == nil {
 		return errs.New(errs.Comm, op, NoValue, "the communicator is nil")
 	}
