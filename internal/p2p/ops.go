@@ -161,7 +161,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 		r, ok, start = c.pollRecv(me, buf, src, tag, st)
 		ep.polling.Store(false)
 	} else {
-		*st, r, ok = c.startRecv(me, buf, src, tag, nil, true)
+		r, ok = c.startRecv(me, buf, src, tag, nil, true, st)
 	}
 	switch {
 	case ok:
@@ -169,7 +169,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 	case r != nil: // posted, or a message still at its sender's proc claimed
 		err = ep.Wait(r)
 	default: // polled through the spin: post, then park
-		if *st, r, ok = c.startRecv(me, buf, src, tag, nil, true); ok {
+		if r, ok = c.startRecv(me, buf, src, tag, nil, true, st); ok {
 			return nil
 		}
 		err = ep.sleep(r, start)
@@ -185,19 +185,13 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 // has come, or else polls for arrivals within the spin that began at start, looking
 // again at each, without posting a receive. Senders that queue a message unexpected
 // (a direct send, a drain by another goroutine) bump ep.queued, which it watches
-// besides the inbox and the mailbox. It looks at the mailbox's next message first
-// (takeNext): the common case of a blocking exchange, taken without the engine's
-// general path.
+// besides the inbox and the mailbox.
 func (c *Comm) pollRecv(me int, buf []byte, src, tag int, st *Status) (r *Request, ok bool, start int64) {
 	ep := c.Peers[me]
-	pat := key{c.Ctx, int32(src), int32(tag)}
 	seen := ep.queued.Load()
 	try := func() bool {
-		if ok = ep.takeNext(pat, buf, st); ok {
-			return true
-		}
 		seen = ep.queued.Load()
-		*st, r, ok = c.startRecv(me, buf, src, tag, nil, false)
+		r, ok = c.startRecv(me, buf, src, tag, nil, false, st)
 		return ok || r != nil
 	}
 	if try() {
@@ -225,39 +219,47 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 		r.fire()
 		return
 	}
-	if st, _, ok := c.startRecv(me, buf, src, tag, r, true); ok {
+	var st Status
+	if _, ok := c.startRecv(me, buf, src, tag, r, true, &st); ok {
 		r.kind, r.key, r.mlen = recvKind, key{c.Ctx, int32(st.Source), int32(st.Tag)}, st.Len
 		r.setBuf(buf)
 		r.fire()
 	}
 }
 
-// startRecv receives the earliest matching unexpected message into buf (ok), or
-// else, when post is set, posts a receive: r, or a pooled request when r is nil,
-// which it returns. A matching message still at its sender's proc is claimed with
-// such a request, which it returns too.
-func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool) (st Status, posted *Request, ok bool) {
+// startRecv receives the earliest matching unexpected message into buf, and its
+// status into st (ok), or else, when post is set, posts a receive: r, or a pooled
+// request when r is nil, which it returns. A matching message still at its sender's
+// proc is claimed with such a request, which it returns too. The mailbox's next
+// message, when nothing queued could come before it, takes a short path (takeNext).
+func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool, st *Status) (posted *Request, ok bool) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
+	if ep.takeNext(pat, buf, st) {
+		ep.mu.Unlock()
+		return nil, true
+	}
 	m := ep.unexp.match(pat)
 	if m == nil {
-		if st, ok, _ := ep.takeBox(&pat, buf, published); ok {
+		if s, ok, _ := ep.takeBox(&pat, buf, published); ok {
 			ep.mu.Unlock()
-			return st, nil, true
+			*st = s
+			return nil, true
 		}
 		ep.drain()
 		m = ep.unexp.match(pat)
 	}
 	if m != nil {
 		if m.kind == remoteKind {
-			return Status{}, ep.claim(m, buf, r), false
+			return ep.claim(m, buf, r), false
 		}
-		return ep.take(m, buf), nil, true
+		*st = ep.take(m, buf)
+		return nil, true
 	}
 	if !post {
 		ep.mu.Unlock()
-		return Status{}, nil, false
+		return nil, false
 	}
 	if r == nil {
 		r = NewRequest()
@@ -269,13 +271,13 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool
 			ep.mu.Unlock()
 			r.err = err
 			r.fire()
-			return Status{}, r, false
+			return r, false
 		}
 		r.comm = c
 	}
 	ep.post(r)
 	ep.mu.Unlock()
-	return Status{}, r, false
+	return r, false
 }
 
 // Wait blocks a rank of ep until r completes and returns its error; on abort it
