@@ -230,7 +230,7 @@ type Endpoint struct {
 	// take the line above away from the senders to this rank.
 	credit  atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
 	spin    atomic.Int64 // adaptive spin budget in ns, see spinFor
-	polling atomic.Bool  // a blocking receive polls before posting itself, see Recv
+	polling bool         // a blocking receive polls before posting itself (under mu), see Recv
 	_       [44]byte
 }
 

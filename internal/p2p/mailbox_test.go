@@ -240,9 +240,9 @@ func TestOnePollerARank(t *testing.T) {
 			got <- err
 		}()
 	}
-	for deadline := time.Now().Add(20 * time.Second); postCount(ep) == 0 || !ep.polling.Load(); {
+	for deadline := time.Now().Add(20 * time.Second); postCount(ep) == 0 || !polls(ep); {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d receives posted, polling %v: want one of each", postCount(ep), ep.polling.Load())
+			t.Fatalf("%d receives posted, polling %v: want one of each", postCount(ep), polls(ep))
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -264,6 +264,13 @@ func TestOnePollerARank(t *testing.T) {
 	if n := postCount(ep); n != 1 {
 		t.Fatalf("%d receives posted, want 1: one polls, the other posts", n)
 	}
+}
+
+// polls says whether a receive of ep polls.
+func polls(ep *Endpoint) bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.polling
 }
 
 // postCount is how many receives ep has posted so far.

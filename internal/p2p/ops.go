@@ -157,11 +157,10 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 		start int64
 		err   error
 	)
-	if c.local(src) && ep.polling.CompareAndSwap(false, true) {
+	if c.local(src) {
 		r, ok, start = c.pollRecv(me, buf, src, tag, st)
-		ep.polling.Store(false)
 	} else {
-		r, ok = c.startRecv(me, buf, src, tag, nil, true, st)
+		r, ok = c.startRecv(me, buf, src, tag, nil, postNow, st)
 	}
 	switch {
 	case ok:
@@ -169,7 +168,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 	case r != nil: // posted, or a message still at its sender's proc claimed
 		err = ep.Wait(r)
 	default: // polled through the spin: post, then park
-		if r, ok = c.startRecv(me, buf, src, tag, nil, true, st); ok {
+		if r, ok = c.startRecv(me, buf, src, tag, nil, postAfterPoll, st); ok {
 			return nil
 		}
 		err = ep.sleep(r, start)
@@ -182,26 +181,40 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 }
 
 // pollRecv receives a matching message into buf, and its status into st (ok), if one
-// has come, or else polls for arrivals within the spin that began at start, looking
-// again at each, without posting a receive. Senders that queue a message unexpected
-// (a direct send, a drain by another goroutine) bump ep.queued, which it watches
-// besides the inbox and the mailbox.
+// has come; else, as the rank's polling receive, polls for arrivals within the spin
+// that began at start, looking again at each, without posting a receive, and returns
+// still polling (neither ok nor r) if none matched; it posts r at once if another
+// receive of the rank polls. Senders that queue a message unexpected (a direct send,
+// a drain by another goroutine) bump ep.queued, which it watches besides the inbox
+// and the mailbox.
 func (c *Comm) pollRecv(me int, buf []byte, src, tag int, st *Status) (r *Request, ok bool, start int64) {
 	ep := c.Peers[me]
 	seen := ep.queued.Load()
-	try := func() bool {
-		seen = ep.queued.Load()
-		r, ok = c.startRecv(me, buf, src, tag, nil, false, st)
-		return ok || r != nil
-	}
-	if try() {
+	if r, ok = c.startRecv(me, buf, src, tag, nil, pollOrPost, st); ok || r != nil {
 		return
 	}
 	_, start = ep.spinFor(func() bool {
-		return (ep.queued.Load() != seen || ep.arrived()) && try()
+		if ep.queued.Load() == seen && !ep.arrived() {
+			return false
+		}
+		seen = ep.queued.Load()
+		r, ok = c.startRecv(me, buf, src, tag, nil, pollOn, st)
+		return ok || r != nil
 	})
 	return
 }
+
+// recvMode says what startRecv does when no message matches. One receive of a rank
+// polls at a time (Endpoint.polling, under the lock that startRecv takes anyway, so
+// that polling costs no atomic operation of its own on a hand-off's path).
+type recvMode uint8
+
+const (
+	postNow       recvMode = iota // post the receive
+	pollOrPost                    // become the rank's polling receive, or post if another polls
+	pollOn                        // the caller polls: it goes on polling
+	postAfterPoll                 // the caller polled in vain: it stops polling and posts
+)
 
 // local reports whether a message from src (maybe AnySource) can only come from a
 // rank of this proc.
@@ -220,7 +233,7 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 		return
 	}
 	var st Status
-	if _, ok := c.startRecv(me, buf, src, tag, r, true, &st); ok {
+	if _, ok := c.startRecv(me, buf, src, tag, r, postNow, &st); ok {
 		r.kind, r.key, r.mlen = recvKind, key{c.Ctx, int32(st.Source), int32(st.Tag)}, st.Len
 		r.setBuf(buf)
 		r.fire()
@@ -228,14 +241,18 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 }
 
 // startRecv receives the earliest matching unexpected message into buf, and its
-// status into st (ok), or else, when post is set, posts a receive: r, or a pooled
-// request when r is nil, which it returns. A matching message still at its sender's
-// proc is claimed with such a request, which it returns too. The mailbox's next
-// message, when nothing queued could come before it, takes a short path (takeNext).
-func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool, st *Status) (posted *Request, ok bool) {
+// status into st (ok), or else, as mode says, polls or posts a receive: r, or a
+// pooled request when r is nil, which it returns. A matching message still at its
+// sender's proc is claimed with such a request, which it returns too. The mailbox's
+// next message, when nothing queued could come before it, takes a short path
+// (takeNext).
+func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recvMode, st *Status) (posted *Request, ok bool) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
 	ep.mu.Lock()
+	if mode == pollOn || mode == postAfterPoll {
+		ep.polling = false // set again below if the caller goes on polling
+	}
 	if ep.takeNext(pat, buf, st) {
 		ep.mu.Unlock()
 		return nil, true
@@ -257,7 +274,8 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, post bool
 		*st = ep.take(m, buf)
 		return nil, true
 	}
-	if !post {
+	if mode == pollOn || mode == pollOrPost && !ep.polling {
+		ep.polling = true
 		ep.mu.Unlock()
 		return nil, false
 	}
