@@ -242,9 +242,7 @@ func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok b
 			ep.giveBack(chargeOf(len(data)))
 			completed++
 		case pat != nil && matches(*pat, k):
-			st = Status{Source: int(k.src), Tag: int(k.tag), Bytes: copy(buf, data), Len: len(data)}
-			ep.giveBack(chargeOf(len(data)))
-			ok = true
+			st, ok = ep.receiveSlot(data, k, buf), true
 		default:
 			ep.queue(newCopy(data, k))
 		}
@@ -272,12 +270,17 @@ func (ep *Endpoint) takeNext(pat key, buf []byte, st *Status) bool {
 	if s.seq.Load() != pos+1 || !matches(pat, s.key) {
 		return false
 	}
-	k, n := s.key, int(s.n)
-	*st = Status{Source: int(k.src), Tag: int(k.tag), Bytes: copy(buf, s.data[:n]), Len: n}
-	ep.giveBack(chargeOf(n))
+	*st = ep.receiveSlot(s.data[:s.n], s.key, buf)
 	b.head.Store(pos + 1)
 	b.unstick()
 	return true
+}
+
+// receiveSlot receives a slot's message, data with envelope k, into buf: it gives
+// the message's pool charge back and returns its status. Caller holds ep.mu.
+func (ep *Endpoint) receiveSlot(data []byte, k key, buf []byte) Status {
+	ep.giveBack(chargeOf(len(data)))
+	return Status{Source: int(k.src), Tag: int(k.tag), Bytes: copy(buf, data), Len: len(data)}
 }
 
 // arrived reports whether a message waits in the mailbox or the inbox.
