@@ -124,9 +124,9 @@ func (ep *Endpoint) deposit(buf []byte, k key, from *Endpoint) bool {
 // messages (from the ring, its queue or the inbox) within every spin: a sender
 // that outruns its receiver so keeps pace with it instead of queueing a backlog.
 // It waits until half the ring is free, so that sender and receiver each work
-// through a batch of slots instead of passing every slot's line back and forth
-// (the receiver's write that frees a slot waits for a polling sender's copy of the
-// line). When the receiver took none in a spin, it marks b stuck, so that senders
+// through a batch of slots instead of passing the receiver's position line back
+// and forth at every slot (its write of the position waits for a polling sender's
+// copy of the line). When the receiver took none in a spin, it marks b stuck, so that senders
 // use the inbox at once until the receiver takes messages again, and returns nil.
 func (ep *Endpoint) awaitSlot(b *mailbox) (*slot, uint64) {
 	moves, start := b.progress(), spin.Now()
