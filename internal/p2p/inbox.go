@@ -183,6 +183,9 @@ func (ep *Endpoint) reserve(n int64) bool {
 	}
 }
 
+// full reports whether the pool cannot lend n more bytes now.
+func (wd *World) full(n int64) bool { return wd.pooled.Load()+n > wd.cfg.PoolCap }
+
 // lend hands out n bytes of pool credit if the cap allows.
 func (wd *World) lend(n int64) bool {
 	if wd.pooled.Add(n) > wd.cfg.PoolCap {

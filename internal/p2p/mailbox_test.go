@@ -88,6 +88,72 @@ func TestMailboxUnexpected(t *testing.T) {
 	}
 }
 
+// TestMailboxPoolCharge checks the pool's account of the mailbox: a message in a
+// slot charges nothing, one that leaves the ring for the unexpected queue charges
+// its eager copy until it is received, and the ring takes no message while the
+// pool is full.
+func TestMailboxPoolCharge(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Millisecond})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	// held is what the pool lends beyond the credit the endpoints keep: the
+	// charges of the messages held.
+	held := func() int64 {
+		h := wd.Pooled()
+		for _, e := range wd.Endpoints {
+			h -= e.credit.Load() + e.returned
+		}
+		return h
+	}
+	exchange := func(n int, between func()) {
+		for i := range n {
+			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		between()
+		for i := range n {
+			var b [1]byte
+			if st, err := receive(c, 0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
+				t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
+			}
+		}
+		if h := held(); h != 0 {
+			t.Fatalf("the pool holds %d bytes for messages all received", h)
+		}
+	}
+	exchange(mailboxAfter, func() {})
+	b := ep.box.Load()
+	if b == nil {
+		t.Fatal("no mailbox after mailboxAfter messages")
+	}
+	const n = 10
+	exchange(n, func() {
+		if got := b.tail.Load() - b.head.Load(); got != n {
+			t.Fatalf("%d messages in the ring, want %d", got, n)
+		}
+		if h := held(); h != 0 {
+			t.Fatalf("the ring's messages charge the pool %d bytes, want none", h)
+		}
+		ep.Progress() // no receive is posted: the ring's messages queue as unexpected
+		if ep.unexp.n != n {
+			t.Fatalf("%d unexpected messages after the drain, want %d", ep.unexp.n, n)
+		}
+		if h, want := held(), n*chargeOf(1); h != want {
+			t.Fatalf("the unexpected messages charge the pool %d bytes, want %d", h, want)
+		}
+	})
+	room := wd.cfg.PoolCap - wd.Pooled()
+	wd.pooled.Add(room)
+	if ep.deposit([]byte{1}, key{0, 1, 0}) {
+		t.Fatal("a message went into the ring while the pool was full")
+	}
+	wd.pooled.Add(-room)
+	if !ep.deposit([]byte{1}, key{0, 1, 0}) {
+		t.Fatal("the ring refused a message with the pool not full")
+	}
+}
+
 // TestMailboxPacesSender has a blocking sender stream small messages to a receiver
 // slower than it: the sender waits for the ring instead of queueing a backlog, so
 // the receiver never finds more than the ring and the messages before it queued.

@@ -19,7 +19,7 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if to := c.Peers[dest]; to.peer != nil {
 		return c.sendRemote(me, buf, to, tag, mode, nil)
 	}
-	if (mode == Standard || mode == Ready) && c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}, c.Peers[me]) {
+	if (mode == Standard || mode == Ready) && c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}) {
 		return nil
 	}
 	if m, err := c.sendCopy(me, buf, dest, tag, mode, nil); m != nil || err != nil {
