@@ -287,11 +287,17 @@ func receiveSlot(data []byte, k key, buf []byte) Status {
 }
 
 // hold charges the pool n bytes for a slot's message that leaves the ring for the
-// unexpected queue as an eager copy, over the cap if it must: the message is here
-// already, and deposit stops filling the ring once the pool is full, so the cap
-// is exceeded by at most the rings' worth. Caller holds ep.mu.
+// unexpected queue as an eager copy: first from what received messages gave back
+// and ep has not yet returned to the pool (no atomic operation under the lock:
+// with a compare-and-swap there, 4 goroutine pairs' message rate lost 8%), else
+// from ep's credit, else over the cap: the message is here already, and deposit
+// stops filling the ring once the pool is full, so the cap is exceeded by at most
+// what the rings hold. Caller holds ep.mu.
 func (ep *Endpoint) hold(n int64) {
-	if !ep.reserve(n) {
+	switch {
+	case ep.returned >= n:
+		ep.returned -= n
+	case !ep.reserve(n):
 		ep.World.pooled.Add(n)
 	}
 }
