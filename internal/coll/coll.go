@@ -48,6 +48,10 @@ var ErrAborted = errors.New("coll: job aborted")
 // 0.36 µs with 8 slots, 0.27 with 64.
 const ringSize = 64
 
+// Lead is how many collectives of a communicator a rank can be ahead of another:
+// it joins an episode only once every rank has joined the one a lap before.
+const Lead = ringSize
+
 // Job is what the communicators of one job share: whether it was aborted, and the
 // communicators whose waits an abort must release.
 type Job struct {
@@ -632,12 +636,6 @@ const bcastEager = 8 << 10
 // error, and so does the root if it has not returned yet.
 func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	return c.bcast(rank, buf, elem, root, len(buf) <= bcastEager)
-}
-
-// BcastWait is Bcast whose root always returns only once every rank has copied:
-// internal/xcoll's leaders rely on it to stay in step with their proc's ranks.
-func (c *Comm) BcastWait(rank int, buf []byte, elem, root int) error {
-	return c.bcast(rank, buf, elem, root, false)
 }
 
 func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {

@@ -40,9 +40,15 @@ import (
 // Fn is a reduction: inout = in op inout, element by element.
 type Fn = func(in, inout []byte)
 
-// ring is how many outcomes a communicator keeps; a leader can be at most one
-// collective ahead of the other ranks of its proc when it publishes one.
+// ring is how many calls' slots (see arrive) a communicator keeps: a rank writes
+// its slot of a call only once every rank of its proc is done with the call
+// ring calls before.
 const ring = 8
+
+// outcomes is how many outcomes (see publish) a communicator keeps: more than a
+// leader can be ahead of its proc's ranks when it publishes one, which is at
+// most coll.Lead calls, since every call has a local collective.
+const outcomes = 2 * coll.Lead
 
 // The steps of a collective on the channel: the message tags.
 const (
@@ -86,8 +92,8 @@ type Comm struct {
 	me          int         // our proc's index
 	consecutive bool        // every proc's ranks are consecutive: folding by proc keeps rank order
 	seqs        []atomic.Uint64
-	out         [ring]outcome // written by the leader, read by its proc's ranks after a local collective
-	slots       [ring][]slot  // by collective, then local rank: see arrive
+	out         [outcomes]outcome // written by the leader, read by its proc's ranks after a local collective
+	slots       [ring][]slot      // by collective, then local rank: see arrive
 }
 
 // slot is what a rank tells its proc's leader of its call, through memory: which
@@ -588,17 +594,17 @@ func (o *call) release(err error, data []byte) (*outcome, error) {
 
 // publish stores the leader's outcome for its proc's ranks, which read it after a
 // local collective that the leader joins after publishing. The slot is not
-// reused before they have: the leader cannot get ring collectives ahead of them,
-// since each collective has a local one that waits for every rank of the proc
-// (for Bcast, coll's BcastWait: a plain local Bcast's root may return at once).
+// reused before they have: the leader gets at most coll.Lead calls ahead of
+// them (a small local Bcast's root returns at once, so a stream of Bcasts
+// pipelines through every proc), and the communicator keeps twice as many.
 func (o *call) publish(err error, data []byte) {
 	if o.leader() {
-		o.c.out[o.seq%ring] = outcome{seq: o.seq + 1, err: err, data: data}
+		o.c.out[o.seq%outcomes] = outcome{seq: o.seq + 1, err: err, data: data}
 	}
 }
 
 func (o *call) outcome() (*outcome, error) {
-	out := &o.c.out[o.seq%ring]
+	out := &o.c.out[o.seq%outcomes]
 	if out.seq != o.seq+1 {
 		return nil, o.fault(errs.Intern, errs.None, "the outcome of collective %d was not published", o.seq+1)
 	}
@@ -641,7 +647,7 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	o := c.start(rank, coll.KindBcast, root, elem)
 	ri := c.procOf[root]
 	if ri == c.me {
-		err := o.fromLocal(c.local.BcastWait(o.lr, buf, elem, c.lrank[root]))
+		err := o.fromLocal(c.local.Bcast(o.lr, buf, elem, c.lrank[root]))
 		if o.leader() {
 			_, err = o.bcast(ri, buf, err)
 		}
@@ -662,7 +668,7 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 		}
 		o.publish(err, nil)
 	}
-	lerr := o.fromLocal(c.local.BcastWait(o.lr, buf, elem, 0))
+	lerr := o.fromLocal(c.local.Bcast(o.lr, buf, elem, 0))
 	if lerr != nil {
 		return o.finish(nil, lerr)
 	}
