@@ -3,6 +3,7 @@ package xcoll
 import (
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // The collectives of a communicator spanning procs run on two levels. In each proc
@@ -28,26 +30,28 @@ import (
 // recursive doubling, log2 procs rounds each, a large Allreduce a reduction up
 // the tree and a broadcast down it; Allgather and Gather a gather to proc index
 // 0 and then a broadcast or one message to the root's proc); and a release,
-// where the leader publishes the
-// outcome (the error, and the result the others copy) and the proc's ranks meet
-// in a local collective after which each reads it. Every rank of a proc runs the
-// same local collectives whatever happened, so errors never leave the proc's ranks
-// out of step, and an error found by a leader travels in the messages (a fault
-// instead of data) to every leader that would otherwise wait for that message:
-// nobody hangs, and a reduction or a gather makes every proc learn of a fault
-// anywhere, while a broadcast's fault reaches the procs below it in the tree.
+// where the leader publishes the outcome (the error, and the result the others
+// copy) and the proc's ranks meet in a local collective after which each reads
+// it, except in a Reduce, whose root alone waits for it. Every rank of a proc
+// runs the same local collectives whatever happened, so errors never leave the
+// proc's ranks out of step, and an error found by a leader travels in the
+// messages (a fault instead of data) to every leader that would otherwise wait
+// for that message: nobody hangs, and an Allreduce or a gather makes every proc
+// learn of a fault anywhere, a Reduce its root, while a broadcast's fault
+// reaches the procs below it in the tree.
 
 // Fn is a reduction: inout = in op inout, element by element.
 type Fn = func(in, inout []byte)
 
-// ring is how many calls' slots (see arrive) a communicator keeps: a rank writes
-// its slot of a call only once every rank of its proc is done with the call
-// ring calls before.
+// ring is how many calls' parts (see meet) a communicator keeps: a rank writes its
+// part of a call only once every rank of its proc is done with the call ring
+// calls before, since no rank leaves a call with parts before the others.
 const ring = 8
 
-// outcomes is how many outcomes (see publish) a communicator keeps: more than a
-// leader can be ahead of its proc's ranks when it publishes one, which is at
-// most coll.Lead calls, since every call has a local collective.
+// outcomes is how many calls' arrivals (see arrive) and outcomes (see publish) a
+// communicator keeps: more than a rank can be ahead of another of its proc, which
+// is at most coll.Lead calls, since every call has a local collective. (A Reduce's
+// other ranks and a small Bcast's root leave without waiting.)
 const outcomes = 2 * coll.Lead
 
 // The steps of a collective on the channel: the message tags.
@@ -92,22 +96,22 @@ type Comm struct {
 	me          int         // our proc's index
 	consecutive bool        // every proc's ranks are consecutive: folding by proc keeps rank order
 	seqs        []atomic.Uint64
-	out         [outcomes]outcome // written by the leader, read by its proc's ranks after a local collective
-	slots       [ring][]slot      // by collective, then local rank: see arrive
+	spin        time.Duration     // how long a Reduce's root polls for its outcome before it parks
+	out         [outcomes]outcome // written by the leader, read by its proc's ranks
+	arrivals    []arrival         // by collective mod outcomes, then local rank: see arrive
+	parts       []coll.Part       // by collective mod ring, then local rank: see meet
 }
 
-// slot is what a rank tells its proc's leader of its call, through memory: which
-// call it is (seq, sig), and for the collectives of more.go its buffers.
-type slot struct {
-	seq, sig uint64
-	part     coll.Part
-}
+// arrival is what a rank tells its proc's leader of its call, through memory:
+// which call it is.
+type arrival struct{ seq, sig uint64 }
 
 // outcome is what a leader tells its proc's ranks at the end of a collective.
 type outcome struct {
-	seq  uint64 // the collective's number plus one (0: none published in its slot yet)
+	seq  atomic.Uint64 // the collective's number plus one, once published (0: none yet)
 	err  error
 	data []byte
+	wake atomic.Pointer[chan struct{}] // closed at publication: a Reduce's root waits (await)
 }
 
 // New returns the state of the communicator of context ctx whose rank r runs in
@@ -132,10 +136,12 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 	c.me, c.index = index[net.Self()], index
 	mine := len(c.members[c.me])
 	c.local = coll.New(j, mine, spin)
-	c.seqs = make([]atomic.Uint64, mine)
-	for i := range c.slots {
-		c.slots[i] = make([]slot, mine)
+	if mine <= runtime.GOMAXPROCS(0) { // as coll.New: a spinner only delays the ranks it waits for
+		c.spin = spin
 	}
+	c.seqs = make([]atomic.Uint64, mine)
+	c.arrivals = make([]arrival, outcomes*mine)
+	c.parts = make([]coll.Part, ring*mine)
 	return c
 }
 
@@ -198,15 +204,18 @@ func (o *call) fault(class errs.Class, peer int, format string, args ...any) *er
 	return &errs.Error{Class: class, Op: o.k.String(), Rank: o.rank, Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
 }
 
-// arrive tells the leader of the calling rank's proc about its call (and part),
-// before the local collective that starts the call: the leader reads the slots
-// once that collective has brought every rank of the proc to it (sameCall). A
-// slot is not overwritten before its leader is done with it: a rank writes it
-// again ring collectives later, after this one's release, which the leader joins
-// only once done.
-func (o *call) arrive(p coll.Part) {
-	o.c.slots[o.seq%ring][o.lr] = slot{seq: o.seq, sig: o.sig, part: p}
+// arrive tells the leader of the calling rank's proc about its call, before the
+// local collective that starts the call: the leader reads the arrivals once that
+// collective has brought every rank of the proc to it (sameCall). An arrival is
+// not overwritten before its leader has read it: a rank writes it again outcomes
+// calls later, and it cannot get that far ahead of its leader.
+func (o *call) arrive() {
+	o.c.arrivals[o.at(outcomes)] = arrival{seq: o.seq, sig: o.sig}
 }
+
+// at is the index of the calling rank's entry for the call in a ring of k calls
+// of the proc's ranks.
+func (o *call) at(k uint64) int { return int(o.seq%k)*o.c.Local() + o.lr }
 
 // sameCall is the leader's check, once the proc's ranks have arrived, that they
 // all made its call: the local collectives compare only what they are given, and
@@ -220,7 +229,9 @@ func (o *call) sameCall(err error) error {
 	if !o.leader() || err != nil {
 		return err
 	}
-	for i, sl := range o.c.slots[o.seq%ring] {
+	mine := o.c.Local()
+	first := int(o.seq%outcomes) * mine
+	for i, sl := range o.c.arrivals[first : first+mine] {
 		peer := o.c.members[o.c.me][i]
 		switch {
 		case sl.seq != o.seq:
@@ -593,19 +604,49 @@ func (o *call) release(err error, data []byte) (*outcome, error) {
 }
 
 // publish stores the leader's outcome for its proc's ranks, which read it after a
-// local collective that the leader joins after publishing. The slot is not
-// reused before they have: the leader gets at most coll.Lead calls ahead of
-// them (a small local Bcast's root returns at once, so a stream of Bcasts
-// pipelines through every proc), and the communicator keeps twice as many.
+// local collective that the leader joins after publishing, or wait for it (a
+// Reduce's root: await). The slot is not reused before they have: the leader
+// gets at most coll.Lead calls ahead of them (a small local Bcast's root returns
+// at once, so a stream of Bcasts pipelines through every proc), and the
+// communicator keeps twice as many.
 func (o *call) publish(err error, data []byte) {
-	if o.leader() {
-		o.c.out[o.seq%outcomes] = outcome{seq: o.seq + 1, err: err, data: data}
+	if !o.leader() {
+		return
 	}
+	out := &o.c.out[o.seq%outcomes]
+	out.err, out.data = err, data
+	// We store seq, then load wake; await stores wake, then loads seq.
+	out.seq.Store(o.seq + 1)
+	if ch := out.wake.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// await waits until the leader has published the outcome of the call, and
+// returns it; coll.ErrAborted if the job ends or a proc is lost first.
+func (o *call) await() (*outcome, error) {
+	out := &o.c.out[o.seq%outcomes]
+	published := func() bool { return out.seq.Load() == o.seq+1 }
+	if spin.Until(o.c.spin, published) {
+		return out, nil
+	}
+	ch := make(chan struct{})
+	out.wake.Store(&ch)
+	if !published() {
+		select {
+		case <-ch:
+		case <-o.c.net.aborted:
+			return nil, coll.ErrAborted
+		case <-o.c.net.lost:
+			return nil, coll.ErrAborted
+		}
+	}
+	return out, nil
 }
 
 func (o *call) outcome() (*outcome, error) {
 	out := &o.c.out[o.seq%outcomes]
-	if out.seq != o.seq+1 {
+	if out.seq.Load() != o.seq+1 {
 		return nil, o.fault(errs.Intern, errs.None, "the outcome of collective %d was not published", o.seq+1)
 	}
 	return out, nil
@@ -629,7 +670,7 @@ func (o *call) finish(out *outcome, err error) error {
 // leaders' dissemination, and the release.
 func (c *Comm) Barrier(rank int) error {
 	o := c.start(rank, coll.KindBarrier, 0, 0)
-	o.arrive(coll.Part{})
+	o.arrive()
 	err := o.sameCall(o.fromLocal(c.local.Barrier(o.lr)))
 	if o.leader() {
 		err = o.disseminate(err, tagRound)
@@ -680,7 +721,8 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 // commutative, each proc folds its own ranks' contributions locally and the
 // leaders fold the procs' partial results in proc order up a binomial tree;
 // otherwise every proc's contributions go to proc index 0, which folds them all
-// in rank order.
+// in rank order. Only the root waits for the result: the other ranks leave once
+// their part is in, and learn only of the faults their own steps find.
 func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool, root int) error {
 	return c.reduce(coll.KindReduce, rank, root, send, recv, elem, fn, commutative)
 }
@@ -693,7 +735,7 @@ func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn Fn, commutati
 
 func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn, commutative bool) error {
 	o := c.start(rank, k, root, elem)
-	o.arrive(coll.Part{})
+	o.arrive()
 	folds := c.consecutive || commutative // the leaders can fold in proc order
 	exchange := k == coll.KindAllreduce && folds && len(send) <= exchangeMax
 	// A commutative Reduce folds up a tree rooted at the root's proc; in proc
@@ -732,8 +774,22 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 			total, err = o.toRoot(total, err)
 		}
 	}
-	out, rerr := o.release(err, total)
-	if err = worse(err, rerr); err == nil && out.err == nil && (k == coll.KindAllreduce || rank == root) {
+	var out *outcome
+	var rerr error
+	switch {
+	case k == coll.KindAllreduce:
+		out, rerr = o.release(err, total)
+	case rank != root:
+		// The other ranks of a Reduce leave without the outcome, as in one proc
+		// where they leave once their contribution is in: a stream of Reduces
+		// then pipelines through every proc.
+		o.publish(err, total)
+		return o.finish(nil, err)
+	default:
+		o.publish(err, total)
+		out, rerr = o.await()
+	}
+	if err = worse(err, rerr); err == nil && out.err == nil {
 		copy(recv, out.data)
 	}
 	return o.finish(out, err)
@@ -812,7 +868,7 @@ func (c *Comm) Allgather(rank int, send, recv []byte, elem int) error {
 
 func (c *Comm) gather(k kind, rank, root int, send, recv []byte, elem int) error {
 	o := c.start(rank, k, root, elem)
-	o.arrive(coll.Part{})
+	o.arrive()
 	blobs, err := o.collect(send, elem)
 	var full []byte
 	if o.leader() {

@@ -29,17 +29,14 @@ import (
 // until every rank of the proc has published its own; the leader checks that they
 // made its call.
 func (o *call) meet(p coll.Part) ([]coll.Part, error) {
-	o.arrive(p)
+	o.arrive()
+	o.c.parts[o.at(ring)] = p
 	err := o.sameCall(o.fromLocal(o.c.local.Barrier(o.lr)))
 	if !o.leader() {
 		return nil, err
 	}
-	sl := o.c.slots[o.seq%ring]
-	ps := make([]coll.Part, len(sl))
-	for i := range sl {
-		ps[i] = sl[i].part
-	}
-	return ps, err
+	first := int(o.seq%ring) * o.c.Local()
+	return slices.Clone(o.c.parts[first : first+o.c.Local()]), err
 }
 
 // lead is a leader's share of a collective of this file: it reads and writes its

@@ -438,6 +438,51 @@ func TestBackToBack(t *testing.T) {
 	}
 }
 
+// TestReduceLeavesAtOnce: a Reduce's ranks other than the root leave once their
+// contribution is in, as in one proc, so they run ahead of their own leader (whose
+// checks of their calls must still find them), and a root that is not its proc's
+// leader waits for the outcome its leader publishes.
+func TestReduceLeavesAtOnce(t *testing.T) {
+	const calls = 40 // more than ring, fewer than paceEvery
+	procOf := []int{0, 0, 1, 1}
+	for _, root := range []int{0, 1} {
+		t.Run(fmt.Sprint("root ", root), func(t *testing.T) {
+			ahead := make(chan struct{}) // rank 3 has made every call
+			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+				late := false
+				switch r {
+				case 2: // rank 3's leader starts once rank 3 is done
+					select {
+					case <-ahead:
+					case <-time.After(2 * time.Second):
+						late = true
+					}
+				case root:
+					if root != 0 {
+						time.Sleep(10 * time.Millisecond) // its leader publishes after it waits
+					}
+				}
+				for i := range calls {
+					got := make([]byte, 2)
+					if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
+						return fmt.Errorf("Reduce %d: %w", i, err)
+					}
+					if r == root && !bytes.Equal(got, []byte{0, byte(len(procOf))}) {
+						return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, len(procOf))
+					}
+				}
+				if r == 3 {
+					close(ahead)
+				}
+				if late {
+					return errors.New("rank 3 waited for its leader in a Reduce it is not the root of")
+				}
+				return nil
+			}))
+		})
+	}
+}
+
 func TestMismatch(t *testing.T) {
 	for _, procOf := range layouts {
 		n := len(procOf)
