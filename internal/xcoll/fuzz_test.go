@@ -3,6 +3,8 @@ package xcoll
 import (
 	"encoding/binary"
 	"errors"
+	"iter"
+	"maps"
 	"testing"
 
 	"github.com/weft-mpi/weft/internal/netd/wire"
@@ -95,9 +97,11 @@ func (n *Net) allBoxes() map[name]*box {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	all := map[name]*box{}
-	for k, m := range n.calls {
-		for _, b := range m.boxes {
-			all[name{k.ctx, k.seq, b.tag, b.proc}] = b
+	for _, calls := range []iter.Seq[*mailbox]{maps.Values(n.calls), maps.Values(n.aliases)} {
+		for m := range calls {
+			for _, b := range m.boxes {
+				all[name{m.key.ctx, m.key.seq, b.tag, b.proc}] = b
+			}
 		}
 	}
 	return all

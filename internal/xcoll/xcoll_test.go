@@ -90,6 +90,42 @@ func TestNetEarlyAndLate(t *testing.T) {
 	}
 }
 
+// TestNetCallsApart: calls of one communicator whose numbers differ by 2^32 share
+// a mailbox key (callKey.short) but keep their messages apart, whichever comes
+// first, and a mailbox key freed by one is found again by the other's messages.
+func TestNetCallsApart(t *testing.T) {
+	nets := mesh(2, make(chan struct{}))
+	calls := []uint64{3, 3 + 1<<32, 3 + 2<<32}
+	for i, seq := range calls {
+		if err := nets[0].Send(1, 7, seq, tagUp, Msg{Sig: 9, Data: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := nets[1].pending(); got != len(calls) {
+		t.Fatalf("%d messages kept, want %d", got, len(calls))
+	}
+	for _, i := range []int{0, 2, 1} { // the first one's leaves its key free, the others stay aliases
+		m, err := nets[1].Recv(0, 7, calls[i], tagUp, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Data, []byte{byte(i)}) {
+			t.Fatalf("call %d got %v, want [%d]", calls[i], m.Data, i)
+		}
+		if i == 0 { // the key is free now: a message of that call comes again
+			if err := nets[0].Send(1, 7, calls[1], tagDown, Msg{Sig: 9, Data: []byte{9}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if m, err := nets[1].Recv(0, 7, calls[1], tagDown, 9); err != nil || !bytes.Equal(m.Data, []byte{9}) {
+		t.Fatalf("second message of call %d: %v, %v; want [9]", calls[1], m.Data, err)
+	}
+	if got := nets[1].pending(); got != 0 {
+		t.Fatalf("%d messages left behind", got)
+	}
+}
+
 // TestNetAllocatesNothing: once warm, the messages of a stream of Barriers
 // among procs (sent early or waited for, as the procs' goroutines interleave)
 // allocate nothing: their mailboxes, boxes and watches are reused.
