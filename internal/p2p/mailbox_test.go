@@ -56,26 +56,12 @@ func TestMailboxUnexpected(t *testing.T) {
 	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Millisecond})
 	c := &Comm{Peers: wd.Endpoints, World: wd}
 	ep := wd.Endpoints[0]
-	exchange := func(n int, check func()) {
-		for i := range n {
-			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
-				t.Fatal(err)
-			}
-		}
-		check()
-		for i := range n {
-			var b [1]byte
-			if st, err := receive(c, 0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
-				t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
-			}
-		}
-	}
-	exchange(mailboxAfter, func() {
+	sendThenReceive(t, c, mailboxAfter, func() {
 		if ep.box.Load() == nil {
 			t.Fatal("no mailbox after mailboxAfter messages")
 		}
 	})
-	exchange(mailboxSlots+10, func() {
+	sendThenReceive(t, c, mailboxSlots+10, func() {
 		if b := ep.box.Load(); b.tail.Load() != mailboxSlots || !b.stuck.Load() || ep.inbox.Load() == nil {
 			t.Fatal("the messages did not fill the mailbox, find it stuck and go through the inbox")
 		}
@@ -106,18 +92,7 @@ func TestMailboxPoolCharge(t *testing.T) {
 		return h
 	}
 	exchange := func(n int, between func()) {
-		for i := range n {
-			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
-				t.Fatal(err)
-			}
-		}
-		between()
-		for i := range n {
-			var b [1]byte
-			if st, err := receive(c, 0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
-				t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
-			}
-		}
+		sendThenReceive(t, c, n, between)
 		if h := held(); h != 0 {
 			t.Fatalf("the pool holds %d bytes for messages all received", h)
 		}
@@ -151,6 +126,24 @@ func TestMailboxPoolCharge(t *testing.T) {
 	wd.pooled.Add(-room)
 	if !ep.deposit([]byte{1}, key{0, 1, 0}) {
 		t.Fatal("the ring refused a message with the pool not full")
+	}
+}
+
+// sendThenReceive has rank 1 of c send n one-byte messages to rank 0, calls
+// between, then has rank 0 receive them and checks that they come in order.
+func sendThenReceive(t *testing.T, c *Comm, n int, between func()) {
+	t.Helper()
+	for i := range n {
+		if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	between()
+	for i := range n {
+		var b [1]byte
+		if st, err := receive(c, 0, b[:], 1, 0); err != nil || st.Bytes != 1 || b[0] != byte(i) {
+			t.Fatalf("message %d: got %d (%+v, %v)", i, b[0], st, err)
+		}
 	}
 }
 
