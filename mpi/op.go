@@ -133,8 +133,12 @@ var domains = map[string]string{
 	"Band": "integers", "Bor": "integers", "Bxor": "integers",
 }
 
-// view is a byte buffer of whole elements as a []T, without copying.
+// view is a byte buffer of whole elements as a []T, without copying. An empty
+// buffer may point at the end of its allocation, where no T fits: it views as nil.
 func view[T any](b []byte) []T {
+	if len(b) == 0 {
+		return nil
+	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(*new(T))))
 }
 
