@@ -519,6 +519,35 @@ func TestReduceLeavesAtOnce(t *testing.T) {
 	}
 }
 
+// TestReduceRootWaitEnds: a Reduce's root that waits for its leader's outcome is
+// released with an error when the job ends or a proc is lost, even if the leader
+// never comes.
+func TestReduceRootWaitEnds(t *testing.T) {
+	for _, end := range []string{"abort", "lost proc"} {
+		t.Run(end, func(t *testing.T) {
+			aborted := make(chan struct{})
+			nets := mesh(2, aborted)
+			c := New(nets[0], 5, []int{0, 0, 1}, coll.NewJob(), 0)
+			done := make(chan error, 1)
+			go func() { done <- c.Reduce(1, []byte{1, 1}, make([]byte, 2), 2, firstFn, false, 1) }()
+			time.Sleep(10 * time.Millisecond) // rank 1 waits for rank 0, its leader, which never calls
+			if end == "abort" {
+				close(aborted)
+			} else {
+				nets[0].Lost(1, errors.New("gone"))
+			}
+			select {
+			case err := <-done:
+				if err != coll.ErrAborted {
+					t.Fatalf("the root's Reduce: %v, want coll.ErrAborted", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the root's Reduce still waits")
+			}
+		})
+	}
+}
+
 func TestMismatch(t *testing.T) {
 	for _, procOf := range layouts {
 		n := len(procOf)
