@@ -206,7 +206,9 @@ type Endpoint struct {
 	parked atomic.Int32            // the rank's goroutines parked until a drain
 	smalls atomic.Int32            // small blocking sends to the rank, counted until it gets a mailbox
 	box    atomic.Pointer[mailbox] // small messages of blocking sends, once the rank has had many
-	_      [40]byte
+	wanted atomic.Uint64           // the tags the parked goroutines wait for (see wants)
+	waits  atomic.Pointer[waits]   // their counts, once a goroutine of the rank parked
+	_      [24]byte
 
 	// Matching, under mu: what a sender touches to match a posted receive.
 	mu     spinLock

@@ -18,6 +18,7 @@ var copies = sync.Pool{New: func() any { return new(Request) }}
 // for a drain, drains it for them.
 func (ep *Endpoint) push(m *Request) {
 	m.seq = ep.stamp()
+	tag := m.key.tag // m is the receiver's once pushed
 	for {
 		head := ep.inbox.Load()
 		m.next = head
@@ -26,8 +27,8 @@ func (ep *Endpoint) push(m *Request) {
 		}
 	}
 	// A parker stores parked then loads the inbox; we store the inbox then load
-	// parked: one of us sees the other, so no message is left undrained.
-	if ep.parked.Load() > 0 {
+	// parked: one of us sees the other, so no message is left undrained (wants).
+	if ep.wants(tag) {
 		ep.Progress()
 	}
 }

@@ -109,7 +109,7 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 	}
 	s, pos := ep.claimSlot(b)
 	if s == nil && !b.stuck.Load() {
-		s, pos = ep.awaitSlot(b)
+		s, pos = ep.awaitSlot(b, k.tag)
 	}
 	if s == nil {
 		return false
@@ -118,7 +118,7 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 	copy(s.data[:], buf)
 	s.publish(pos)
 	// As for the inbox: we store the slot, then load parked.
-	if ep.parked.Load() > 0 {
+	if ep.wants(k.tag) {
 		ep.Progress()
 	}
 	return true
@@ -132,11 +132,24 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 // and forth at every slot (its write of the position waits for a polling sender's
 // copy of the line). When the receiver took none in a spin, it marks b stuck, so that senders
 // use the inbox at once until the receiver takes messages again, and returns nil.
-func (ep *Endpoint) awaitSlot(b *mailbox) (*slot, uint64) {
+// The sender makes room itself, moving the ring's messages to the queue, when a
+// goroutine of the receiver waits parked for a message of tag, the tag of the
+// message to send, or when goroutines of the receiver are parked and nobody took
+// a message during idleTurns turns: they wait for something else, and take none
+// of the ring's messages meanwhile. Others of the receiver that do take them are
+// left to (4 goroutine pairs: see wants).
+func (ep *Endpoint) awaitSlot(b *mailbox, tag int32) (*slot, uint64) {
 	moves, start := b.progress(), spin.Now()
+	seen, idle := moves, 0
 	for i := 1; ; i++ {
-		if ep.parked.Load() > 0 {
-			ep.Progress() // the receiver waits for something else: make room
+		if p := b.progress(); p != seen {
+			seen, idle = p, 0
+		} else {
+			idle++
+		}
+		if ep.wants(tag) || idle >= idleTurns && ep.parked.Load() > 0 {
+			ep.Progress()
+			idle = 0
 		}
 		if ep.inbox.Load() == nil && b.free(mailboxSlots/2) {
 			if s, pos := ep.claimSlot(b); s != nil {
@@ -155,6 +168,10 @@ func (ep *Endpoint) awaitSlot(b *mailbox) (*slot, uint64) {
 		moves, start = b.progress(), spin.Now()
 	}
 }
+
+// idleTurns is how many turns of awaitSlot without a message taken say that the
+// receiver's parked goroutines are all it has.
+const idleTurns = 16
 
 // free reports whether the next n slots of b are free.
 func (b *mailbox) free(n uint64) bool {

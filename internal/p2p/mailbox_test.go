@@ -352,3 +352,65 @@ func postCount(ep *Endpoint) uint64 {
 	defer ep.mu.Unlock()
 	return ep.seq
 }
+
+// TestParkedTagDrains has a goroutine of rank 0 park in a receive of tag 1 while
+// rank 1 sends it messages of tag 2: they stay in the mailbox, since no parked
+// goroutine waits for them, where a drain for the parked one would have queued
+// them as unexpected copies. Once they fill the ring, the sender makes room by
+// queueing them (nobody else takes them) instead of waiting a whole spin and
+// turning to the inbox. The message of tag 1 then wakes the receive, and the
+// others arrive in order.
+func TestParkedTagDrains(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 200 * time.Millisecond})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	sendThenReceive(t, c, mailboxAfter, func() {})
+	done := make(chan error)
+	go func() {
+		var b [1]byte
+		st, err := receive(c, 0, b[:], 1, 1)
+		if err == nil && (b[0] != 99 || st.Tag != 1) {
+			err = fmt.Errorf("the receive of tag 1 got %d with tag %d", b[0], st.Tag)
+		}
+		done <- err
+	}()
+	for ep.parked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	const n = 10
+	for i := range n {
+		if err := c.Send(1, []byte{byte(i)}, 0, 2, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep.mu.Lock()
+	queued := ep.unexp.n
+	ep.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d messages of tag 2 were queued as unexpected for a goroutine parked on tag 1", queued)
+	}
+	const more = n + mailboxSlots
+	for i := n; i < more; i++ {
+		if err := c.Send(1, []byte{byte(i)}, 0, 2, Standard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := ep.box.Load(); b.stuck.Load() || ep.inbox.Load() != nil {
+		t.Fatal("the sender waited for a receiver parked on another tag, and turned to the inbox")
+	}
+	if err := c.Send(1, []byte{99}, 0, 1, Standard); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range more {
+		var b [1]byte
+		if _, err := receive(c, 0, b[:], 1, 2); err != nil || b[0] != byte(i) {
+			t.Fatalf("message %d of tag 2: got %d (%v)", i, b[0], err)
+		}
+	}
+	if ep.parked.Load() != 0 || ep.wanted.Load() != 0 {
+		t.Fatalf("after the wait %d goroutines parked, wanting tags %#x", ep.parked.Load(), ep.wanted.Load())
+	}
+}

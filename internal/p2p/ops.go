@@ -166,12 +166,12 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 	case ok:
 		return nil
 	case r != nil: // posted, or a message still at its sender's proc claimed
-		err = ep.Wait(r)
+		err = ep.wait(r, tagsOf(tag))
 	default: // polled through the spin: post, then park
 		if r, ok = c.startRecv(me, buf, src, tag, nil, postAfterPoll, st); ok {
 			return nil
 		}
-		err = ep.sleep(r, start)
+		err = ep.sleep(r, start, tagsOf(tag))
 	}
 	*st, _ = r.Result()
 	if r.Done() {
@@ -300,16 +300,19 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recv
 
 // Wait blocks a rank of ep until r completes and returns its error; on abort it
 // returns ErrAborted.
-func (ep *Endpoint) Wait(r *Request) error {
-	if ep.await(r) || r.Done() {
+func (ep *Endpoint) Wait(r *Request) error { return ep.wait(r, allTags) }
+
+// wait is Wait for a request that only messages of the tag classes tags complete.
+func (ep *Endpoint) wait(r *Request, tags uint64) error {
+	if ep.await(r, tags) || r.Done() {
 		return r.err
 	}
 	return abandon(r)
 }
 
 // sleep is Wait without its spin, after a spin that began at start (see spinFor).
-func (ep *Endpoint) sleep(r *Request, start int64) error {
-	if r.Done() || ep.parkUntil(r, start) || r.Done() {
+func (ep *Endpoint) sleep(r *Request, start int64, tags uint64) error {
+	if r.Done() || ep.parkUntil(r, start, tags) || r.Done() {
 		return r.err
 	}
 	return abandon(r)
@@ -361,7 +364,7 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 	if ok {
 		return done(), nil
 	}
-	ok = ep.park(rs)
+	ok = ep.park(rs, allTags)
 	ep.settle(time.Duration(spin.Now() - start))
 	if ok {
 		return done(), nil
@@ -419,6 +422,7 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 			return nil, Status{}, err
 		}
 		ep.probes = append(ep.probes, w)
+		ep.want(allTags, 1)
 		ep.parked.Add(1)
 		ep.mu.Unlock()
 		c.World.flushDeferred()
@@ -432,6 +436,7 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 		}
 		ep.mu.Lock()
 		ep.parked.Add(-1)
+		ep.want(allTags, -1)
 		ep.probes = slices.DeleteFunc(ep.probes, func(x *waiter) bool { return x == w })
 		if aborted {
 			return nil, Status{}, ErrAborted

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"math/bits"
 	"runtime"
 	"sync"
 	"time"
@@ -85,13 +86,15 @@ const spinCatch = 2 * time.Microsecond
 
 // park blocks a rank of ep until any of rs has completed or the world aborts; it
 // returns false on abort. While parked it counts in ep.parked, so that senders of
-// small messages drain the inbox for it. It registers one waiter on every request,
+// small messages of the tag classes tags drain the inbox for it (see wants). It
+// registers one waiter on every request,
 // so callers that need all of many requests should wait for them one at a time.
-func (ep *Endpoint) park(rs []*Request) bool {
+func (ep *Endpoint) park(rs []*Request, tags uint64) bool {
 	w := waiters.Get().(*waiter)
 	for _, r := range rs {
 		r.waiter.Store(w)
 	}
+	ep.want(tags, 1) // before parked: see wants
 	ep.parked.Add(1)
 	ep.World.demand.Add() // whether it waits for another proc or not: cheaper than finding out
 	ok := true
@@ -115,6 +118,7 @@ loop:
 	}
 	ep.World.demand.Done()
 	ep.parked.Add(-1)
+	ep.want(tags, -1)
 	for _, r := range rs {
 		r.waiter.CompareAndSwap(w, nil)
 	}
@@ -124,8 +128,9 @@ loop:
 
 // await waits for r on behalf of a rank of ep: a spin, then parking. Both drain the
 // inbox when something arrives in it; the spin also helps copy a large message into
-// or out of r. It returns false on abort.
-func (ep *Endpoint) await(r *Request) bool {
+// or out of r. tags are the tag classes of the messages that may complete r (see
+// wants). It returns false on abort.
+func (ep *Endpoint) await(r *Request, tags uint64) bool {
 	if r.Done() {
 		return true
 	}
@@ -137,18 +142,90 @@ func (ep *Endpoint) await(r *Request) bool {
 		return r.Done()
 	}
 	ok, start := ep.spinFor(ready)
-	return ok || ep.parkUntil(r, start)
+	return ok || ep.parkUntil(r, start, tags)
 }
 
 // parkUntil parks a rank of ep until r completes, after a spin that began at start,
 // and adapts the spin budget to how long the wait took. It returns false on abort.
-func (ep *Endpoint) parkUntil(r *Request, start int64) bool {
+func (ep *Endpoint) parkUntil(r *Request, start int64, tags uint64) bool {
 	rs := [1]*Request{r}
-	ok := ep.park(rs[:])
+	ok := ep.park(rs[:], tags)
 	end := r.firedAt.Load()
 	if end == 0 { // completed before we parked, or aborted
 		end = spin.Now()
 	}
 	ep.settle(time.Duration(end - start))
 	return ok
+}
+
+// A sender that leaves a small message for a rank with parked goroutines drains
+// the rank's mailbox and inbox for them, so that a parked receive it completes
+// wakes. It does so only when one of them waits for the message's tag: with 4
+// goroutine pairs of one rank pair on 4 tags, each sender drained whenever any
+// receiver had parked, and so queued the others' messages as unexpected copies
+// (most of them), which cost their receivers a copy, a queue entry and a search
+// each. Drained for the parked tags only, the 4 pairs made 6.16 million messages
+// a second against 5.43 (medians of 10 interleaved rounds).
+//
+// The parked goroutines' tags are counted by class (tag mod 64; allTags for
+// anything else: a wildcard, a send, a probe), and wanted is the classes counted.
+// A goroutine counts itself before it adds to parked, and a sender loads parked,
+// then wanted, after it stored the message: a sender that sees a goroutine parked
+// sees what it waits for, and a goroutine that parks after the sender looked
+// drains the message itself.
+
+// allTags is a wait that any message may end.
+const allTags = ^uint64(0)
+
+// waits counts the parked goroutines of a rank by the tag classes they wait for.
+type waits struct {
+	mu   sync.Mutex
+	n    [64]int32
+	some uint64 // the classes whose count is not 0
+	all  int32
+}
+
+// tagsOf returns the tag class of the messages that may complete a receive of
+// tag (maybe AnyTag).
+func tagsOf(tag int) uint64 {
+	if tag < 0 {
+		return allTags
+	}
+	return 1 << (tag % 64)
+}
+
+// want counts (d = 1) or uncounts (d = -1) a parked wait for the tag classes m,
+// and updates wanted.
+func (ep *Endpoint) want(m uint64, d int32) {
+	ws := ep.waits.Load()
+	if ws == nil {
+		ws = new(waits)
+		if !ep.waits.CompareAndSwap(nil, ws) {
+			ws = ep.waits.Load()
+		}
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if m == allTags {
+		ws.all += d
+	} else {
+		for rest := m; rest != 0; rest &= rest - 1 {
+			i := bits.TrailingZeros64(rest)
+			if ws.n[i] += d; ws.n[i] == 0 {
+				ws.some &^= 1 << i
+			} else {
+				ws.some |= 1 << i
+			}
+		}
+	}
+	wanted := ws.some
+	if ws.all > 0 {
+		wanted = allTags
+	}
+	ep.wanted.Store(wanted)
+}
+
+// wants reports whether a parked goroutine of ep may wait for a message of tag.
+func (ep *Endpoint) wants(tag int32) bool {
+	return ep.parked.Load() > 0 && ep.wanted.Load()&(1<<(uint32(tag)%64)) != 0
 }
