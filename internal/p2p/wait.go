@@ -87,8 +87,8 @@ const spinCatch = 2 * time.Microsecond
 // park blocks a rank of ep until any of rs has completed or the world aborts; it
 // returns false on abort. While parked it counts in ep.parked, so that senders of
 // small messages of the tag classes tags drain the inbox for it (see wants). It
-// registers one waiter on every request,
-// so callers that need all of many requests should wait for them one at a time.
+// registers one waiter on every request, so callers that need all of many
+// requests should wait for them one at a time.
 func (ep *Endpoint) park(rs []*Request, tags uint64) bool {
 	w := waiters.Get().(*waiter)
 	for _, r := range rs {
