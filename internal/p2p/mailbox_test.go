@@ -353,30 +353,21 @@ func postCount(ep *Endpoint) uint64 {
 	return ep.seq
 }
 
-// TestParkedTagDrains has a goroutine of rank 0 park in a receive of tag 1 while
-// rank 1 sends it messages of tag 2: they stay in the mailbox, since no parked
-// goroutine waits for them, where a drain for the parked one would have queued
-// them as unexpected copies. Once they fill the ring, the sender makes room by
-// queueing them (nobody else takes them) instead of waiting a whole spin and
-// turning to the inbox. The message of tag 1 then wakes the receive, and the
-// others arrive in order.
+// TestParkedTagDrains has rank 1 send messages of tag 2 to rank 0 while the only
+// parked goroutine of rank 0 waits for tag 1 (its count stands in for one, so that
+// no wake-up of its own drains meanwhile): they stay in the mailbox, where a drain
+// for the parked one would have queued them as unexpected copies. Once they fill
+// the ring, the sender makes room by queueing them (nobody takes them) instead of
+// waiting a whole spin and turning to the inbox. Then a goroutine parks for real
+// in a receive of tag 1, the message of tag 1 wakes it, the others arrive in
+// order, and nothing stays counted.
 func TestParkedTagDrains(t *testing.T) {
 	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 200 * time.Millisecond})
 	c := &Comm{Peers: wd.Endpoints, World: wd}
 	ep := wd.Endpoints[0]
 	sendThenReceive(t, c, mailboxAfter, func() {})
-	done := make(chan error)
-	go func() {
-		var b [1]byte
-		st, err := receive(c, 0, b[:], 1, 1)
-		if err == nil && (b[0] != 99 || st.Tag != 1) {
-			err = fmt.Errorf("the receive of tag 1 got %d with tag %d", b[0], st.Tag)
-		}
-		done <- err
-	}()
-	for ep.parked.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	ep.want(tagsOf(1), 1)
+	ep.parked.Add(1)
 	const n = 10
 	for i := range n {
 		if err := c.Send(1, []byte{byte(i)}, 0, 2, Standard); err != nil {
@@ -398,6 +389,24 @@ func TestParkedTagDrains(t *testing.T) {
 	if b := ep.box.Load(); b.stuck.Load() || ep.inbox.Load() != nil {
 		t.Fatal("the sender waited for a receiver parked on another tag, and turned to the inbox")
 	}
+	ep.parked.Add(-1)
+	ep.want(tagsOf(1), -1)
+
+	done := make(chan error)
+	go func() {
+		var b [1]byte
+		st, err := receive(c, 0, b[:], 1, 1)
+		if err == nil && (b[0] != 99 || st.Tag != 1) {
+			err = fmt.Errorf("the receive of tag 1 got %d with tag %d", b[0], st.Tag)
+		}
+		done <- err
+	}()
+	for ep.parked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if w := ep.wanted.Load(); w != tagsOf(1) {
+		t.Errorf("a receive parked on tag 1 wants the tag classes %#x, want %#x", w, tagsOf(1))
+	}
 	if err := c.Send(1, []byte{99}, 0, 1, Standard); err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +420,6 @@ func TestParkedTagDrains(t *testing.T) {
 		}
 	}
 	if ep.parked.Load() != 0 || ep.wanted.Load() != 0 {
-		t.Fatalf("after the wait %d goroutines parked, wanting tags %#x", ep.parked.Load(), ep.wanted.Load())
+		t.Fatalf("after the waits %d goroutines parked, wanting tags %#x", ep.parked.Load(), ep.wanted.Load())
 	}
 }
