@@ -136,8 +136,8 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 // goroutine of the receiver waits parked for a message of tag, the tag of the
 // message to send, or when goroutines of the receiver are parked and nobody took
 // a message during idleTurns turns: they wait for something else, and take none
-// of the ring's messages meanwhile. Others of the receiver that do take them are
-// left to (4 goroutine pairs: see wants).
+// of the ring's messages meanwhile. While other goroutines of the receiver take
+// them, it leaves the work to them (4 goroutine pairs: see wants).
 func (ep *Endpoint) awaitSlot(b *mailbox, tag int32) (*slot, uint64) {
 	moves, start := b.progress(), spin.Now()
 	seen, idle := moves, 0
