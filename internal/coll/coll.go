@@ -332,7 +332,7 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 			fresh = c.reuse(s)
 			mem, x := fresh.mem, fresh.x.Load()
 			*fresh = episode{seq: s, kind: k, root: root, elem: elem, fn: fn, mem: mem}
-			if x != nil && x.ready != nil { // a small exchange's, kept with its copies
+			if x != nil && x.copies != nil { // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
 			}
@@ -445,11 +445,6 @@ func (e *episode) fail(err *errs.Error) {
 	e.fault.CompareAndSwap(nil, err)
 	e.start.release()
 	e.done.release()
-	if x := e.x.Load(); x != nil {
-		for i := range x.ready {
-			x.ready[i].release()
-		}
-	}
 	for _, level := range e.tree {
 		for i := range level {
 			level[i].gate.release()

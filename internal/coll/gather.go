@@ -2,7 +2,6 @@ package coll
 
 import (
 	"fmt"
-	"math/bits"
 	"sync/atomic"
 	"unsafe"
 
@@ -70,11 +69,9 @@ func (k kind) more() string {
 // A small exchange's is kept when its episode is reused, with the copies of the
 // ranks' send buffers (each rank reuses its own): it then costs no allocation.
 type exchange struct {
-	parts     []Part
-	finished  atomic.Int64  // ranks done with their share
-	ready     []gate        // small: a Scan's rank r's opens once ranks 0 to r-1 have published
-	published atomic.Uint32 // small: a Scan's ranks that have published, a bit each
-	copies    [][]byte      // small: each rank's copy of its send buffer
+	parts    []Part
+	finished atomic.Int64 // ranks done with their share
+	copies   [][]byte     // small: each rank's copy of its send buffer
 }
 
 // reset readies a small exchange for another episode, whose maker calls it before
@@ -82,10 +79,6 @@ type exchange struct {
 func (x *exchange) reset() {
 	clear(x.parts) // no user buffer stays reachable from here
 	x.finished.Store(0)
-	x.published.Store(0)
-	for i := range x.ready {
-		x.ready[i] = gate{}
-	}
 }
 
 // Part is one rank's buffers in a collective of this file. Counts and displacements
@@ -196,15 +189,16 @@ func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byt
 
 // exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that
 // many ranks whose maker's buffers hold at most that many bytes. In a small exchange
-// every rank publishes a copy of what the others read of it (its send buffer), so
-// nobody waits for the others to finish: a rank that needs nothing from the others
+// every rank publishes a copy of what the others read of it (its send buffer; Gather,
+// Scatter, Scan and Exscan into the episode's own memory), so nobody waits for the
+// others to finish: a rank that needs nothing from the others
 // (a Gather's non-roots, a Scatter's root, rank 0 of Scan and Exscan) leaves as
 // soon as it has published, and the others once they have done their part.
 // Successive calls then pipeline through the ring, as small Bcasts and Reduces do,
 // instead of each costing two waits of every rank.
 const (
 	exchangeEager      = 1 << 10
-	exchangeEagerRanks = 16 // at most 32: a Scan's ranks are bits of a uint32
+	exchangeEagerRanks = 16 // at most 63: a small Scan's ranks are bits of an int64 (scanSmall)
 )
 
 // exchange runs one collective of this file: publish, check, work, leave together
@@ -225,17 +219,29 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	width := -1 // a small exchange: see join
 	if c.n <= exchangeEagerRanks && max(len(p.Send), len(p.Recv)) <= exchangeEager {
 		width = 0
+		if k == gather || k == scan || k == exscan {
+			width = len(p.Send) // the slab's pieces: see gatherSmall and scanSmall
+		}
 	}
 	e := c.join(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
 	}
 	c.check(e, rank, k, root, elem)
+	if e.small && k == gather {
+		return c.gatherSmall(e, rank, root, p)
+	}
+	if e.small && k == scatter {
+		return c.scatterSmall(e, rank, root, elem, p)
+	}
+	if e.small && (k == scan || k == exscan) {
+		return c.scanSmall(e, k, rank, elem, p)
+	}
 	x := e.x.Load()
 	if x == nil {
 		fresh := &exchange{parts: make([]Part, c.n)}
 		if e.small {
-			fresh.ready, fresh.copies = make([]gate, c.n), make([][]byte, c.n)
+			fresh.copies = make([][]byte, c.n)
 		}
 		if e.x.CompareAndSwap(nil, fresh) {
 			x = fresh
@@ -274,12 +280,14 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	return c.outcome(e, rank, ok)
 }
 
-// exchangeSmall is a rank's part in a small exchange. It waits only for the ranks
-// whose data it needs: a Gather's root and the ranks of the all-to-all collectives
-// for every rank (the last to arrive checks that they agree, as in a large one), a
-// Scatter's other ranks for the root, rank r of a Scan for ranks 0 to r-1. A rank
-// that needs nothing leaves once it has published its copy, so it may not learn of
-// a mistake another rank makes; a rank that waits checks what it reads.
+// exchangeSmall is a rank's part in a small exchange other than Gather, Scatter,
+// Scan and Exscan, which move their data through the episode itself (gatherSmall,
+// scatterSmall, scanSmall). It waits only for the ranks whose data it needs: a
+// Gatherv's root and the ranks of the all-to-all collectives for every rank (the
+// last to arrive checks that they agree, as in a large one), a Scatterv's other
+// ranks for the root. A rank that needs nothing leaves once it has published its
+// copy, so it may not learn of a mistake another rank makes; a rank that waits
+// checks what it reads.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
 	if e.fault.Load() != nil { // a check failed (another collective, root or element size): every gate is open
 		return c.outcome(e, rank, true)
@@ -292,7 +300,7 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	me := &x.parts[rank]
 	ok := true
 	switch k {
-	case scatter, scatterv:
+	case scatterv:
 		if rank == root {
 			e.start.release()
 		} else if ok = c.wait(&e.start); !ok || e.fault.Load() != nil {
@@ -309,29 +317,6 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 		}
 		move(me.Recv[:len(src)], src)
 		return c.outcome(e, rank, true)
-	case scan, exscan:
-		// Whoever completes a run of published ranks from 0 opens the gates of the
-		// ranks it completes, so that they wake together, not one after another.
-		run := bits.TrailingZeros32(^(x.published.Or(1<<rank) | 1<<rank))
-		for i := 1; i <= min(run, c.n-1); i++ {
-			if !x.ready[i].isOpen() {
-				x.ready[i].release()
-			}
-		}
-		if rank > 0 {
-			ok = c.wait(&x.ready[rank])
-		}
-		if !ok || e.fault.Load() != nil {
-			return c.outcome(e, rank, ok)
-		}
-		for j := range rank {
-			if a, b := len(x.parts[j].Send), len(me.Send); a != b {
-				f := &errs.Error{Class: errs.Count, Op: k.String(), Peer: j, Tag: errs.None,
-					Detail: fmt.Sprintf("rank %d has %d elements, rank %d has %d", j, a/max(elem, 1), rank, b/max(elem, 1))}
-				e.fail(f)
-				return c.outcome(e, rank, true)
-			}
-		}
 	default:
 		last := e.arrived.Add(1) == int64(c.n)
 		if last {
@@ -340,7 +325,7 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 			}
 			e.start.release()
 		}
-		if (k == gather || k == gatherv) && rank != root {
+		if k == gatherv && rank != root {
 			return c.outcome(e, rank, true) // the root pulls the copy
 		}
 		if !last {
@@ -356,12 +341,128 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	return c.outcome(e, rank, true)
 }
 
-// readByOthers reports whether other ranks read a rank's send side.
+// gatherSmall is a rank's part in a small Gather, which moves its blocks as a small
+// Reduce moves its contributions (reduceSmall): every rank but the root copies its
+// block into the episode's slab, arrives and returns; the root waits for all, checks
+// their lengths against its blocks and copies theirs out. Without the exchange's
+// parts (a line and a half of buffers each, written by every rank and read by the
+// root) it costs about what a small Reduce does.
+func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
+	if rank != root {
+		c.leaveSlab(e, rank, p.Send)
+		return c.outcome(e, rank, true)
+	}
+	ok := true
+	if e.arrived.Add(1) != int64(c.n) {
+		ok = c.wait(&e.start)
+	}
+	if !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
+	}
+	if bad, got := e.misfit(p.RecvBlock); bad >= 0 {
+		e.fail(mismatch(gather, e.elem, bad, root, got, p.RecvBlock))
+		return c.outcome(e, rank, true)
+	}
+	w := e.width
+	for j := range c.n {
+		if j != root {
+			move(p.recvBlock(j), e.slab[j*w:(j+1)*w])
+		}
+	}
+	move(p.recvBlock(root), p.Send)
+	return c.outcome(e, rank, true)
+}
+
+// scatterSmall is a rank's part in a small Scatter, which moves its blocks as a
+// small Bcast moves its buffer: the root copies its send buffer into the episode,
+// publishes it with the block's length and returns; every other rank waits for it,
+// then copies its block out.
+func (c *Comm) scatterSmall(e *episode, rank, root, elem int, p Part) error {
+	if rank == root {
+		own := e.own(len(p.Send))
+		copy(own, p.Send)
+		e.buf, e.width = own, p.SendBlock
+		e.start.release()
+		move(p.Recv[:p.SendBlock], p.sendBlock(root))
+		return c.outcome(e, rank, true)
+	}
+	if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
+	}
+	w := e.width
+	if w > len(p.Recv) {
+		return &errs.Error{Class: errs.Truncate, Op: scatter.String(), Rank: rank, Peer: root, Tag: errs.None,
+			Detail: fmt.Sprintf("the root sends %d elements to rank %d, whose receive buffer holds %d", w/max(elem, 1), rank, len(p.Recv)/max(elem, 1))}
+	}
+	copy(p.Recv[:w], e.buf[rank*w:(rank+1)*w])
+	return c.outcome(e, rank, true)
+}
+
+// scanSmall is a rank's part in a small Scan or Exscan. Every rank copies its
+// contribution into the episode's slab and sets its bit in arrived; rank 0 then
+// returns, and rank r folds the pieces it needs once ranks 0 to r-1 have set
+// theirs: at once if they have, else when the last rank opens start (a gate per
+// rank would cost every episode as many). A rank that finds a length other than
+// its own, or one recorded as odd, fails the episode: the odd rank may be one it
+// does not need, but then another it needs may have a piece missing, unrecorded.
+func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p Part) (err error) {
+	if e.fault.Load() != nil { // a check failed: every gate is open
+		return c.outcome(e, rank, true)
+	}
+	if w := e.width; len(p.Send) == w {
+		copy(e.slab[rank*w:], p.Send)
+	} else {
+		e.odd.CompareAndSwap(nil, &[2]int{rank, len(p.Send)})
+	}
+	bit := int64(1) << rank
+	bits := e.arrived.Or(bit) | bit
+	if bits == int64(1)<<c.n-1 {
+		e.start.release()
+	}
+	if rank == 0 {
+		if k == scan {
+			move(p.Recv[:len(p.Send)], p.Send)
+		}
+		return c.outcome(e, rank, true)
+	}
+	if before := bit - 1; bits&before != before {
+		if ok := c.wait(&e.start); !ok {
+			return c.outcome(e, rank, ok)
+		}
+	}
+	if e.fault.Load() != nil {
+		return c.outcome(e, rank, true)
+	}
+	if bad, got := e.misfit(len(p.Send)); bad >= 0 {
+		e.fail(&errs.Error{Class: errs.Count, Op: k.String(), Peer: bad, Tag: errs.None,
+			Detail: fmt.Sprintf("rank %d has %d elements, rank %d has %d", bad, got/max(elem, 1), rank, len(p.Send)/max(elem, 1))})
+		return c.outcome(e, rank, true)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			e.fail(opPanic(k.String(), v))
+			err = c.outcome(e, rank, true)
+		}
+	}()
+	w, top := e.width, rank
+	if k == exscan {
+		top--
+	}
+	acc := p.Recv[:w]
+	copy(acc, e.slab[top*w:(top+1)*w])
+	for j := top - 1; j >= 0; j-- {
+		e.fn(e.slab[j*w:(j+1)*w], acc)
+	}
+	return c.outcome(e, rank, true)
+}
+
+// readByOthers reports whether other ranks read a rank's send side in a small
+// exchange.
 func readByOthers(k kind, rank, root int) bool {
 	switch k {
-	case gather, gatherv:
+	case gatherv:
 		return rank != root
-	case scatter, scatterv:
+	case scatterv:
 		return rank == root
 	}
 	return true
@@ -375,16 +476,7 @@ func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
 		return &errs.Error{Class: class, Op: k.String(), Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
 	}
 	el := func(b int) int { return b / max(elem, 1) }
-	// mismatch compares what a sender sends with the room its receiver has for it.
-	mismatch := func(from, to, sent, room int) *errs.Error {
-		switch {
-		case sent > room:
-			return fault(errs.Truncate, from, "rank %d sends %d elements to rank %d, which expects %d", from, el(sent), to, el(room))
-		case sent < room:
-			return fault(errs.Count, from, "rank %d sends %d elements to rank %d, which expects %d", from, el(sent), to, el(room))
-		}
-		return nil
-	}
+	mismatch := func(from, to, sent, room int) *errs.Error { return mismatch(k, elem, from, to, sent, room) }
 	switch k {
 	case gather, gatherv:
 		for j := range ps {
@@ -436,6 +528,20 @@ func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
 		}
 	}
 	return nil
+}
+
+// mismatch compares what rank from sends with the room rank to has for it, in a
+// collective of kind k on elements of elem bytes: nil if they are equal.
+func mismatch(k kind, elem, from, to, sent, room int) *errs.Error {
+	class := errs.Count
+	switch {
+	case sent == room:
+		return nil
+	case sent > room:
+		class = errs.Truncate
+	}
+	return &errs.Error{Class: class, Op: k.String(), Peer: from, Tag: errs.None,
+		Detail: fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", from, sent/max(elem, 1), to, room/max(elem, 1))}
 }
 
 // part does the calling rank's share of the copies or of the reduction. In a small

@@ -199,20 +199,12 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 // the last rank down, itself included. No rank touches another's buffers, so
 // nobody waits for anybody to leave.
 func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error {
-	n := int64(c.n)
 	if rank != root {
-		if len(send) == e.width {
-			copy(e.slab[rank*e.width:], send)
-		} else {
-			e.odd.CompareAndSwap(nil, &[2]int{rank, len(send)})
-		}
-		if e.arrived.Add(1) == n {
-			e.start.release()
-		}
+		c.leaveSlab(e, rank, send)
 		return c.outcome(e, rank, true)
 	}
 	ok := true
-	if e.arrived.Add(1) != n {
+	if e.arrived.Add(1) != int64(c.n) {
 		ok = c.wait(&e.start)
 	}
 	if ok && e.fault.Load() == nil {
@@ -223,15 +215,35 @@ func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error 
 	return c.outcome(e, rank, ok)
 }
 
+// leaveSlab copies a rank's piece into the slab of e, or records its length when
+// it is not the maker's, and arrives: the last to arrive opens start.
+func (c *Comm) leaveSlab(e *episode, rank int, piece []byte) {
+	if len(piece) == e.width {
+		copy(e.slab[rank*e.width:], piece)
+	} else {
+		e.odd.CompareAndSwap(nil, &[2]int{rank, len(piece)})
+	}
+	if e.arrived.Add(1) == int64(c.n) {
+		e.start.release()
+	}
+}
+
+// misfit returns a rank whose piece in the slab of e is not want bytes long, and
+// the length of its piece, or -1: the maker, if its width is not want, else the
+// rank recorded as odd.
+func (e *episode) misfit(want int) (rank, got int) {
+	if e.width != want {
+		return e.maker, e.width
+	}
+	if odd := e.odd.Load(); odd != nil {
+		return odd[0], odd[1]
+	}
+	return -1, 0
+}
+
 // foldSmall computes a small Reduce's result at its root, once every rank arrived.
 func (c *Comm) foldSmall(e *episode, root int, send, recv []byte) (err *errs.Error) {
-	bad, got := -1, 0
-	if odd := e.odd.Load(); len(send) != e.width {
-		bad, got = e.maker, e.width
-	} else if odd != nil {
-		bad, got = odd[0], odd[1]
-	}
-	if bad >= 0 {
+	if bad, got := e.misfit(len(send)); bad >= 0 {
 		return &errs.Error{Class: errs.Count, Op: "Reduce", Peer: bad, Tag: errs.None,
 			Detail: lengths("the root", len(send), bad, got, e.elem)}
 	}

@@ -117,38 +117,52 @@ func TestReduceSmallLengths(t *testing.T) {
 // get every value of every call.
 func TestRingStress(t *testing.T) {
 	const n = 4
-	rounds := 100 * ringSize
+	rounds := laps(100)
+	race(t, New(NewJob(), n, 0), rounds, func(c *Comm, r, i int) error {
+		root := 0 // the root runs a lap ahead, waits for a slot, and races the others to make it
+		if i >= rounds/2 {
+			root = (i / 3) % n // runs of three calls with one root, as TMPI's combo
+		}
+		buf := []byte{byte(r), byte(i)}
+		if r == root {
+			buf[0] = byte(i * 7)
+		}
+		if err := c.Bcast(r, buf, 1, root); err != nil || buf[0] != byte(i*7) || buf[1] != byte(i) {
+			return fmt.Errorf("Bcast %d: rank %d got %v (%v), want [%d %d]", i, r, buf, err, byte(i*7), byte(i))
+		}
+		if i < rounds/2 {
+			return nil // broadcasts alone: the root runs ahead
+		}
+		out := make([]byte, 1)
+		if err := c.Reduce(r, []byte{byte(i + r)}, out, 1, sum, root); err != nil {
+			return fmt.Errorf("Reduce %d: rank %d: %v", i, r, err)
+		}
+		if want := byte(n*i + n*(n-1)/2); r == root && out[0] != want {
+			return fmt.Errorf("Reduce %d: got %d, want %d", i, out[0], want)
+		}
+		return nil
+	})
+}
+
+// laps returns how many calls make k laps of the ring: 4 with -short.
+func laps(k int) int {
 	if testing.Short() {
-		rounds = 4 * ringSize
+		k = 4
 	}
-	c := New(NewJob(), n, 0)
-	fails := make(chan error, n)
+	return k * ringSize
+}
+
+// race runs rounds calls of step on every rank of c at once, and fails the test
+// with the first error a rank returns (that rank stops there).
+func race(t *testing.T, c *Comm, rounds int, step func(c *Comm, r, i int) error) {
+	t.Helper()
+	fails := make(chan error, c.n)
 	var wg sync.WaitGroup
-	for r := range n {
+	for r := range c.n {
 		wg.Go(func() {
 			for i := range rounds {
-				root := 0 // the root runs a lap ahead, waits for a slot, and races the others to make it
-				if i >= rounds/2 {
-					root = (i / 3) % n // runs of three calls with one root, as TMPI's combo
-				}
-				buf := []byte{byte(r), byte(i)}
-				if r == root {
-					buf[0] = byte(i * 7)
-				}
-				if err := c.Bcast(r, buf, 1, root); err != nil || buf[0] != byte(i*7) || buf[1] != byte(i) {
-					fails <- fmt.Errorf("Bcast %d: rank %d got %v (%v), want [%d %d]", i, r, buf, err, byte(i*7), byte(i))
-					return
-				}
-				if i < rounds/2 {
-					continue // broadcasts alone: the root runs ahead
-				}
-				out := make([]byte, 1)
-				if err := c.Reduce(r, []byte{byte(i + r)}, out, 1, sum, root); err != nil {
-					fails <- fmt.Errorf("Reduce %d: rank %d: %v", i, r, err)
-					return
-				}
-				if want := byte(n*i + n*(n-1)/2); r == root && out[0] != want {
-					fails <- fmt.Errorf("Reduce %d: got %d, want %d", i, out[0], want)
+				if err := step(c, r, i); err != nil {
+					fails <- err
 					return
 				}
 			}
@@ -165,4 +179,211 @@ func sum(in, inout []byte) {
 	for i := range inout {
 		inout[i] += in[i]
 	}
+}
+
+// joinedBy waits until rank r of c has joined a collective after seq.
+func joinedBy(c *Comm, r int, seq uint64) {
+	for c.ranks[r].seq.Load() == seq {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGatherSmallLengths: the root of a small Gather gets ErrTruncate (or ErrCount)
+// naming the rank that sends more (or fewer) bytes than its block, whether that rank
+// made the episode or came after the root, and the communicator goes on working.
+// The other ranks leave once their block is in: they get the same error or none.
+func TestGatherSmallLengths(t *testing.T) {
+	const n, root, bad = 4, 1, 2
+	c := New(NewJob(), n, 0)
+	for _, tc := range []struct {
+		first, length int
+		class         errs.Class
+		detail        string
+	}{
+		{bad, 12, errs.Truncate, "rank 2 sends 3 elements to rank 1, which expects 2"},
+		{root, 12, errs.Truncate, "rank 2 sends 3 elements to rank 1, which expects 2"},
+		{bad, 4, errs.Count, "rank 2 sends 1 elements to rank 1, which expects 2"},
+		{root, 4, errs.Count, "rank 2 sends 1 elements to rank 1, which expects 2"},
+	} {
+		outcomes := make([]error, n)
+		var wg sync.WaitGroup
+		seq := c.ranks[tc.first].seq.Load()
+		for r := range n {
+			wg.Go(func() {
+				if r != tc.first {
+					joinedBy(c, tc.first, seq)
+				}
+				send, p := make([]byte, 8), Part{}
+				if r == bad {
+					send = make([]byte, tc.length)
+				}
+				p.Send = send
+				if r == root {
+					p.Recv, p.RecvBlock = make([]byte, 8*n), 8
+				}
+				outcomes[r] = c.Gather(r, p, 4, root)
+			})
+		}
+		wg.Wait()
+		var e *errs.Error
+		if err := outcomes[root]; !errors.As(err, &e) || e.Class != tc.class || e.Peer != bad || !strings.Contains(e.Detail, tc.detail) {
+			t.Errorf("rank %d first, rank %d sending %d bytes: the root returned %v, want %v saying %q", tc.first, bad, tc.length, err, tc.class, tc.detail)
+		}
+		for r, err := range outcomes { // they leave at once, and learn of the fault only if it came first
+			if r != root && err != nil && (!errors.As(err, &e) || e.Class != tc.class || e.Peer != bad) {
+				t.Errorf("rank %d first, rank %d sending %d bytes: rank %d returned %v, want nil or the root's error", tc.first, bad, tc.length, r, err)
+			}
+		}
+		checkGather(t, c, root)
+	}
+}
+
+// checkGather runs a correct small Gather on every rank of c.
+func checkGather(t *testing.T, c *Comm, root int) {
+	t.Helper()
+	recv := make([]byte, 2*c.n)
+	var wg sync.WaitGroup
+	errs := make([]error, c.n)
+	for r := range c.n {
+		wg.Go(func() {
+			p := Part{Send: []byte{byte(r), byte(10 + r)}}
+			if r == root {
+				p.Recv, p.RecvBlock = recv, 2
+			}
+			errs[r] = c.Gather(r, p, 1, root)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("a correct Gather after the error: rank %d: %v", r, err)
+		}
+		if recv[2*r] != byte(r) || recv[2*r+1] != byte(10+r) {
+			t.Fatalf("a correct Gather after the error: the root got %v", recv)
+		}
+	}
+}
+
+// TestScanSmallOddPiece: in a small Scan of 5 ranks, rank 2 needs ranks 0 and 1,
+// which have both arrived, but rank 0's piece is missing (its length is not the
+// maker's) and the rank recorded as odd is rank 3, which rank 2 does not need. Rank
+// 2 must fail, not fold what the slab holds there. The order is forced: rank 1
+// makes the episode and waits for rank 0, rank 3 records itself as odd and waits,
+// rank 0 leaves, rank 2 comes (the episode's start still shut: rank 4 is missing),
+// then rank 4. Every rank but rank 0, which needs nobody, learns of rank 3.
+func TestScanSmallOddPiece(t *testing.T) {
+	const n = 5
+	c := New(NewJob(), n, 0)
+	scan := func(r, length int) error {
+		send := make([]byte, length)
+		copy(send, matrix(r))
+		return c.Scan(r, Part{Send: send, Recv: make([]byte, length)}, 4, matmul)
+	}
+	outcomes := make([]error, n)
+	var wg sync.WaitGroup
+	seq := c.ranks[1].seq.Load()
+	wg.Go(func() { outcomes[1] = scan(1, 4) })
+	joinedBy(c, 1, seq)
+	e := c.ring[seq%ringSize].Load()
+	wg.Go(func() { outcomes[3] = scan(3, 8) })
+	for e.odd.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	outcomes[0] = scan(0, 2)
+	outcomes[2] = scan(2, 4)
+	outcomes[4] = scan(4, 4)
+	wg.Wait()
+	if outcomes[0] != nil {
+		t.Errorf("rank 0, which needs nobody, returned %v", outcomes[0])
+	}
+	for r := 1; r < n; r++ {
+		var e *errs.Error
+		if !errors.As(outcomes[r], &e) || e.Class != errs.Count || e.Peer != 3 {
+			t.Errorf("rank %d returned %v, want ErrCount naming rank 3", r, outcomes[r])
+		}
+	}
+	scanAll(t, c, n)
+}
+
+// scanAll runs a correct small Scan and Exscan of a non-commutative op on every
+// rank of c and checks that each rank got the product of the ranks before it, in
+// rank order.
+func scanAll(t *testing.T, c *Comm, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	fails := make([]error, n)
+	for r := range n {
+		wg.Go(func() {
+			in, ex := make([]byte, 4), make([]byte, 4)
+			if err := c.Scan(r, Part{Send: matrix(r), Recv: in}, 4, matmul); err != nil {
+				fails[r] = err
+				return
+			}
+			if err := c.Exscan(r, Part{Send: matrix(r), Recv: ex}, 4, matmul); err != nil {
+				fails[r] = err
+				return
+			}
+			if want := inOrder(r + 1); string(in) != string(want) {
+				fails[r] = fmt.Errorf("Scan: rank %d got %v, want %v", r, in, want)
+			} else if want := inOrder(r); r > 0 && string(ex) != string(want) {
+				fails[r] = fmt.Errorf("Exscan: rank %d got %v, want %v", r, ex, want)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range fails {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSmallExchangeStress: ranks racing through small Gathers, Scatters, Scans and
+// Exscans with rotating roots, their episodes' memory reused lap after lap of the
+// ring, each get every value of every call.
+func TestSmallExchangeStress(t *testing.T) {
+	const n = 4
+	rounds := laps(20)
+	race(t, New(NewJob(), n, 0), rounds, func(c *Comm, r, i int) error {
+		root := (i / 3) % n
+		var recv []byte
+		p := Part{Send: []byte{byte(i), byte(r)}}
+		if r == root {
+			recv = make([]byte, 2*n)
+			p.Recv, p.RecvBlock = recv, 2
+		}
+		if err := c.Gather(r, p, 1, root); err != nil {
+			return fmt.Errorf("Gather %d: rank %d: %v", i, r, err)
+		}
+		for j := 0; r == root && j < n; j++ {
+			if recv[2*j] != byte(i) || recv[2*j+1] != byte(j) {
+				return fmt.Errorf("Gather %d: the root got %v", i, recv)
+			}
+		}
+		got := make([]byte, 2)
+		p = Part{Recv: got}
+		if r == root {
+			p.Send, p.SendBlock = make([]byte, 2*n), 2
+			for j := range n {
+				p.Send[2*j], p.Send[2*j+1] = byte(i), byte(j*7)
+			}
+		}
+		if err := c.Scatter(r, p, 1, root); err != nil || got[0] != byte(i) || got[1] != byte(r*7) {
+			return fmt.Errorf("Scatter %d: rank %d got %v (%v), want [%d %d]", i, r, got, err, byte(i), byte(r*7))
+		}
+		out := make([]byte, 1)
+		if err := c.Scan(r, Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
+			return fmt.Errorf("Scan %d: rank %d: %v", i, r, err)
+		}
+		if want := byte((r+1)*i + r*(r+1)/2); out[0] != want {
+			return fmt.Errorf("Scan %d: rank %d got %d, want %d", i, r, out[0], want)
+		}
+		if err := c.Exscan(r, Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
+			return fmt.Errorf("Exscan %d: rank %d: %v", i, r, err)
+		}
+		if want := byte(r*i + r*(r-1)/2); r > 0 && out[0] != want {
+			return fmt.Errorf("Exscan %d: rank %d got %d, want %d", i, r, out[0], want)
+		}
+		return nil
+	})
 }
