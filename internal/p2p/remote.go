@@ -648,9 +648,11 @@ func (p *peer) cancelReq(h *wire.Header) error {
 			break
 		}
 	}
+	var what kind
 	if m != nil {
+		what = m.kind // an eager copy released here may be reused at once
 		ep.dequeue(m)
-		if m.kind == eagerKind {
+		if what == eagerKind {
 			ep.release(m)
 		}
 	}
@@ -658,7 +660,7 @@ func (p *peer) cancelReq(h *wire.Header) error {
 	reply := wire.Header{Kind: wire.CancelReply, SendReq: h.SendReq}
 	if m != nil {
 		reply.Flags = wire.FlagCancelled
-		if m.kind == remoteKind {
+		if what == remoteKind {
 			p.mu.Lock()
 			if m.flags&dropped != 0 {
 				p.undrop(h.SendReq)

@@ -651,3 +651,48 @@ func TestRemoteAckRides(t *testing.T) {
 		t.Errorf("a stream of %d messages drew %d Acks, want %d", stream, n, stream/ackEvery)
 	}
 }
+
+// TestRemoteCancelEager: a send whose eager copy waits at the receiver's proc is
+// cancelled there, its copy released, and the receiver's handler reads nothing of
+// the copy after releasing it, while other goroutines of that proc take copies
+// from the same pool (a read after the release was a data race, seen by -race).
+func TestRemoteCancelEager(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			j.worlds[1].free(newCopy(make([]byte, 8), key{}))
+			runtime.Gosched()
+		}
+	})
+	for i := range 200 {
+		var r Request
+		if err := j.comm(0).Isend(0, fill(8, i), 1, 5, Standard, &r); err != nil {
+			t.Fatal(err)
+		}
+		Cancel(&r)
+		if err := j.worlds[0].Endpoints[0].Wait(&r); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := r.Result(); !st.Cancelled {
+			t.Fatalf("send %d: not cancelled, though no receive was posted", i)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	var r Request
+	if err := j.comm(0).Isend(0, fill(8, 1000), 1, 5, Standard, &r); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if _, err := receive(j.comm(1), 1, buf, 0, 5); err != nil || !bytes.Equal(buf, fill(8, 1000)) {
+		t.Fatalf("after the cancels, a message of tag 5: %v, %v", buf, err)
+	}
+}
