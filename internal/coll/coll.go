@@ -236,7 +236,7 @@ type episode struct {
 	fault atomic.Pointer[errs.Error]
 	start gate // Bcast: the root's buffer is published; reductions: every rank has arrived
 
-	buf []byte // Bcast: the root's buffer, written before start opens
+	buf []byte // Bcast: the root's buffer; a small Scatter(v): its copy of its send buffer
 
 	// A small Reduce (reduceSmall): every rank but the root copies its contribution
 	// into its piece of slab, of the maker's length (width), before it arrives, so
@@ -252,7 +252,9 @@ type episode struct {
 	done  gate // the episode is over for every rank still waiting in it
 	maker int
 	odd   atomic.Pointer[[2]int] // a rank whose length is not width, and its length
-	mem   []byte                 // slab, or a small Bcast's copy (see own)
+	mem   []byte                 // slab, or a small Bcast's or Scatter's copy (see own)
+
+	counts, displs []int // a small Scatterv: the root's blocks in buf (see scatterSmall)
 
 	// Reductions, set by the last rank to arrive before start opens.
 	chunks int          // pieces of the vectors, combined by whoever claims them
@@ -266,7 +268,7 @@ type episode struct {
 	closed atomic.Bool
 
 	tree [][]node // Barrier of more than fanIn ranks: the combining tree, leaves first
-	_    [56]byte // 384 bytes, a size class of whole lines: episodes start on a line
+	_    [8]byte  // 384 bytes, a size class of whole lines: episodes start on a line
 }
 
 // gate is a one-shot event: a flag to poll and a channel to park on, made by the

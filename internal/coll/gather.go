@@ -190,7 +190,7 @@ func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byt
 // exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that
 // many ranks whose maker's buffers hold at most that many bytes. In a small exchange
 // every rank publishes a copy of what the others read of it (its send buffer; Gather,
-// Scatter, Scan and Exscan into the episode's own memory), so nobody waits for the
+// Scatter(v), Scan and Exscan into the episode's own memory), so nobody waits for the
 // others to finish: a rank that needs nothing from the others
 // (a Gather's non-roots, a Scatter's root, rank 0 of Scan and Exscan) leaves as
 // soon as it has published, and the others once they have done their part.
@@ -231,8 +231,8 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	if e.small && k == gather {
 		return c.gatherSmall(e, rank, root, p)
 	}
-	if e.small && k == scatter {
-		return c.scatterSmall(e, rank, root, elem, p)
+	if e.small && (k == scatter || k == scatterv) {
+		return c.scatterSmall(e, k, rank, root, elem, p)
 	}
 	if e.small && (k == scan || k == exscan) {
 		return c.scanSmall(e, k, rank, elem, p)
@@ -280,12 +280,11 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	return c.outcome(e, rank, ok)
 }
 
-// exchangeSmall is a rank's part in a small exchange other than Gather, Scatter,
+// exchangeSmall is a rank's part in a small exchange other than Gather, Scatter(v),
 // Scan and Exscan, which move their data through the episode itself (gatherSmall,
 // scatterSmall, scanSmall). It waits only for the ranks whose data it needs: a
 // Gatherv's root and the ranks of the all-to-all collectives for every rank (the
-// last to arrive checks that they agree, as in a large one), a Scatterv's other
-// ranks for the root. A rank that needs nothing leaves once it has published its
+// last to arrive checks that they agree, as in a large one). A rank that needs nothing leaves once it has published its
 // copy, so it may not learn of a mistake another rank makes; a rank that waits
 // checks what it reads.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
@@ -297,43 +296,22 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 		p.Send = x.copies[rank]
 	}
 	x.parts[rank] = p
-	me := &x.parts[rank]
+	last := e.arrived.Add(1) == int64(c.n)
+	if last {
+		if f := c.agree(k, x, root, elem); f != nil {
+			e.fail(f)
+		}
+		e.start.release()
+	}
+	if k == gatherv && rank != root {
+		return c.outcome(e, rank, true) // the root pulls the copy
+	}
 	ok := true
-	switch k {
-	case scatterv:
-		if rank == root {
-			e.start.release()
-		} else if ok = c.wait(&e.start); !ok || e.fault.Load() != nil {
-			return c.outcome(e, rank, ok)
-		}
-		src := x.parts[root].sendBlock(rank)
-		if len(src) > len(me.Recv) {
-			who := fmt.Sprintf("rank %d", rank)
-			if rank == root {
-				who = "itself"
-			}
-			return &errs.Error{Class: errs.Truncate, Op: k.String(), Rank: rank, Peer: root, Tag: errs.None,
-				Detail: fmt.Sprintf("the root sends %d elements to %s, whose receive buffer holds %d", len(src)/max(elem, 1), who, len(me.Recv)/max(elem, 1))}
-		}
-		move(me.Recv[:len(src)], src)
-		return c.outcome(e, rank, true)
-	default:
-		last := e.arrived.Add(1) == int64(c.n)
-		if last {
-			if f := c.agree(k, x, root, elem); f != nil {
-				e.fail(f)
-			}
-			e.start.release()
-		}
-		if k == gatherv && rank != root {
-			return c.outcome(e, rank, true) // the root pulls the copy
-		}
-		if !last {
-			ok = c.wait(&e.start)
-		}
-		if !ok || e.fault.Load() != nil {
-			return c.outcome(e, rank, ok)
-		}
+	if !last {
+		ok = c.wait(&e.start)
+	}
+	if !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
 	}
 	if f := c.part(k, x, rank, root, e.fn, true); f != nil {
 		e.fail(f)
@@ -373,28 +351,34 @@ func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
 	return c.outcome(e, rank, true)
 }
 
-// scatterSmall is a rank's part in a small Scatter, which moves its blocks as a
-// small Bcast moves its buffer: the root copies its send buffer into the episode,
-// publishes it with the block's length and returns; every other rank waits for it,
-// then copies its block out.
-func (c *Comm) scatterSmall(e *episode, rank, root, elem int, p Part) error {
+// scatterSmall is a rank's part in a small Scatter or Scatterv, which moves its
+// blocks as a small Bcast moves its buffer: the root copies its send buffer into
+// the episode, publishes it with the blocks' bounds (its counts and displacements,
+// or the block's length) and returns; every other rank waits for it, then copies
+// its block out. Nobody but the root publishes anything.
+func (c *Comm) scatterSmall(e *episode, k kind, rank, root, elem int, p Part) error {
 	if rank == root {
 		own := e.own(len(p.Send))
 		copy(own, p.Send)
-		e.buf, e.width = own, p.SendBlock
+		e.buf, e.width, e.counts, e.displs = own, p.SendBlock, p.SendCounts, p.SendDispls
 		e.start.release()
-		move(p.Recv[:p.SendBlock], p.sendBlock(root))
-		return c.outcome(e, rank, true)
-	}
-	if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
+	} else if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)
 	}
-	w := e.width
-	if w > len(p.Recv) {
-		return &errs.Error{Class: errs.Truncate, Op: scatter.String(), Rank: rank, Peer: root, Tag: errs.None,
-			Detail: fmt.Sprintf("the root sends %d elements to rank %d, whose receive buffer holds %d", w/max(elem, 1), rank, len(p.Recv)/max(elem, 1))}
+	from := &p // the root copies its own block from its own buffer
+	if rank != root {
+		from = &Part{Send: e.buf, SendBlock: e.width, SendCounts: e.counts, SendDispls: e.displs}
 	}
-	copy(p.Recv[:w], e.buf[rank*w:(rank+1)*w])
+	src := from.sendBlock(rank)
+	if len(src) > len(p.Recv) {
+		who := fmt.Sprintf("rank %d", rank)
+		if rank == root {
+			who = "itself"
+		}
+		return &errs.Error{Class: errs.Truncate, Op: k.String(), Rank: rank, Peer: root, Tag: errs.None,
+			Detail: fmt.Sprintf("the root sends %d elements to %s, whose receive buffer holds %d", len(src)/max(elem, 1), who, len(p.Recv)/max(elem, 1))}
+	}
+	move(p.Recv[:len(src)], src)
 	return c.outcome(e, rank, true)
 }
 
@@ -457,16 +441,8 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p Part) (err error)
 }
 
 // readByOthers reports whether other ranks read a rank's send side in a small
-// exchange.
-func readByOthers(k kind, rank, root int) bool {
-	switch k {
-	case gatherv:
-		return rank != root
-	case scatterv:
-		return rank == root
-	}
-	return true
-}
+// exchange: every rank's but a Gatherv's root's.
+func readByOthers(k kind, rank, root int) bool { return k != gatherv || rank != root }
 
 // agree checks, once every rank has published its part, that the ranks' lengths
 // and counts fit one another. It reads only the parts, not the buffers.
