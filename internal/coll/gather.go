@@ -210,7 +210,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			f.Rank = rank
 			return f
 		}
-		if f := c.part(k, x, rank, root, fn, false); f != nil {
+		if f := c.part(k, x, rank, root, fn); f != nil {
 			f.Rank = rank
 			return f
 		}
@@ -249,6 +249,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			x = e.x.Load()
 		}
 	}
+	if e.small && k == gatherv {
+		return c.gathervSmall(e, x, rank, root, p)
+	}
 	if e.small {
 		return c.exchangeSmall(e, x, k, rank, root, elem, p)
 	}
@@ -266,7 +269,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		ok = c.wait(&e.start)
 	}
 	if ok && e.fault.Load() == nil && e.enter() {
-		f := c.part(k, x, rank, root, e.fn, false)
+		f := c.part(k, x, rank, root, e.fn)
 		e.exit()
 		if f != nil {
 			e.fail(f)
@@ -291,10 +294,8 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	if e.fault.Load() != nil { // a check failed (another collective, root or element size): every gate is open
 		return c.outcome(e, rank, true)
 	}
-	if readByOthers(k, rank, root) {
-		x.copies[rank] = append(x.copies[rank][:0], p.Send...)
-		p.Send = x.copies[rank]
-	}
+	x.copies[rank] = append(x.copies[rank][:0], p.Send...)
+	p.Send = x.copies[rank]
 	x.parts[rank] = p
 	last := e.arrived.Add(1) == int64(c.n)
 	if last {
@@ -303,9 +304,6 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 		}
 		e.start.release()
 	}
-	if k == gatherv && rank != root {
-		return c.outcome(e, rank, true) // the root pulls the copy
-	}
 	ok := true
 	if !last {
 		ok = c.wait(&e.start)
@@ -313,7 +311,7 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	if !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)
 	}
-	if f := c.part(k, x, rank, root, e.fn, true); f != nil {
+	if f := c.part(k, x, rank, root, e.fn); f != nil {
 		e.fail(f)
 	}
 	return c.outcome(e, rank, true)
@@ -330,11 +328,7 @@ func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
 		c.leaveSlab(e, rank, p.Send)
 		return c.outcome(e, rank, true)
 	}
-	ok := true
-	if e.arrived.Add(1) != int64(c.n) {
-		ok = c.wait(&e.start)
-	}
-	if !ok || e.fault.Load() != nil {
+	if ok := c.awaitAll(e); !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)
 	}
 	if bad, got := e.misfit(p.RecvBlock); bad >= 0 {
@@ -348,6 +342,40 @@ func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
 		}
 	}
 	move(p.recvBlock(root), p.Send)
+	return c.outcome(e, rank, true)
+}
+
+// gathervSmall is a rank's part in a small Gatherv: every rank but the root copies
+// its send buffer into its copy in the exchange, arrives and returns; the root
+// waits for every arrival, checks each copy's length against its count and copies
+// the blocks out. The ranks publish their copies alone, not their parts.
+func (c *Comm) gathervSmall(e *episode, x *exchange, rank, root int, p Part) error {
+	if e.fault.Load() != nil { // a check failed: every gate is open
+		return c.outcome(e, rank, true)
+	}
+	if rank != root {
+		x.copies[rank] = append(x.copies[rank][:0], p.Send...)
+		c.arrive(e)
+		return c.outcome(e, rank, true)
+	}
+	if ok := c.awaitAll(e); !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
+	}
+	block := func(j int) []byte { // the root's own lies where it is
+		if j == root {
+			return p.Send
+		}
+		return x.copies[j]
+	}
+	for j := range c.n {
+		if f := mismatch(gatherv, e.elem, j, root, len(block(j)), p.recvCount(j)); f != nil {
+			e.fail(f)
+			return c.outcome(e, rank, true)
+		}
+	}
+	for j := range c.n {
+		move(p.recvBlock(j), block(j))
+	}
 	return c.outcome(e, rank, true)
 }
 
@@ -440,10 +468,6 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p Part) (err error)
 	return c.outcome(e, rank, true)
 }
 
-// readByOthers reports whether other ranks read a rank's send side in a small
-// exchange: every rank's but a Gatherv's root's.
-func readByOthers(k kind, rank, root int) bool { return k != gatherv || rank != root }
-
 // agree checks, once every rank has published its part, that the ranks' lengths
 // and counts fit one another. It reads only the parts, not the buffers.
 func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
@@ -520,20 +544,14 @@ func mismatch(k kind, elem, from, to, sent, room int) *errs.Error {
 		Detail: fmt.Sprintf("rank %d sends %d elements to rank %d, which expects %d", from, sent/max(elem, 1), to, room/max(elem, 1))}
 }
 
-// part does the calling rank's share of the copies or of the reduction. In a small
-// exchange (pull) the root of a Gather pulls every block, as its senders may have
-// left; otherwise each sender pushes its own.
-func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte), pull bool) (fault *errs.Error) {
+// part does the calling rank's share of the copies or of the reduction: a Gather's
+// senders push their blocks into the root's buffer, the other data movers pull
+// theirs.
+func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte)) (fault *errs.Error) {
 	ps, me := x.parts, &x.parts[rank]
 	switch k {
 	case gather, gatherv:
-		if !pull {
-			move(ps[root].recvBlock(rank), me.Send)
-		} else if rank == root {
-			for j := range ps {
-				move(me.recvBlock(j), ps[j].Send)
-			}
-		}
+		move(ps[root].recvBlock(rank), me.Send)
 	case scatter, scatterv:
 		src := ps[root].sendBlock(rank)
 		move(me.Recv[:len(src)], src)

@@ -203,10 +203,7 @@ func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error 
 		c.leaveSlab(e, rank, send)
 		return c.outcome(e, rank, true)
 	}
-	ok := true
-	if e.arrived.Add(1) != int64(c.n) {
-		ok = c.wait(&e.start)
-	}
+	ok := c.awaitAll(e)
 	if ok && e.fault.Load() == nil {
 		if err := c.foldSmall(e, root, send, recv); err != nil {
 			e.fail(err)
@@ -223,9 +220,23 @@ func (c *Comm) leaveSlab(e *episode, rank int, piece []byte) {
 	} else {
 		e.odd.CompareAndSwap(nil, &[2]int{rank, len(piece)})
 	}
+	c.arrive(e)
+}
+
+// arrive counts the calling rank in e: the last to arrive opens start.
+func (c *Comm) arrive(e *episode) {
 	if e.arrived.Add(1) == int64(c.n) {
 		e.start.release()
 	}
+}
+
+// awaitAll counts the calling rank in e and waits until every rank has arrived;
+// it returns false if the job ended first.
+func (c *Comm) awaitAll(e *episode) bool {
+	if e.arrived.Add(1) == int64(c.n) {
+		return true
+	}
+	return c.wait(&e.start)
 }
 
 // misfit returns a rank whose piece in the slab of e is not want bytes long, and
