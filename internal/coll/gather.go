@@ -219,8 +219,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	width := -1 // a small exchange: see join
 	if c.n <= exchangeEagerRanks && max(len(p.Send), len(p.Recv)) <= exchangeEager {
 		width = 0
-		if k == gather || k == scan || k == exscan {
-			width = len(p.Send) // the slab's pieces: see gatherSmall and scanSmall
+		switch k {
+		case gather, scan, exscan, allgather, alltoall:
+			width = len(p.Send) // the slab's pieces: see gatherSmall, scanSmall and allSmall
 		}
 	}
 	e := c.join(rank, k, root, elem, fn, width)
@@ -236,6 +237,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	}
 	if e.small && (k == scan || k == exscan) {
 		return c.scanSmall(e, k, rank, elem, p)
+	}
+	if e.small && (k == allgather || k == alltoall) {
+		return c.allSmall(e, k, rank, elem, p)
 	}
 	x := e.x.Load()
 	if x == nil {
@@ -283,13 +287,12 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	return c.outcome(e, rank, ok)
 }
 
-// exchangeSmall is a rank's part in a small exchange other than Gather, Scatter(v),
-// Scan and Exscan, which move their data through the episode itself (gatherSmall,
-// scatterSmall, scanSmall). It waits only for the ranks whose data it needs: a
-// Gatherv's root and the ranks of the all-to-all collectives for every rank (the
-// last to arrive checks that they agree, as in a large one). A rank that needs nothing leaves once it has published its
-// copy, so it may not learn of a mistake another rank makes; a rank that waits
-// checks what it reads.
+// exchangeSmall is a rank's part in a small Allgatherv, Alltoallv, ReduceScatter
+// or ReduceScatterBlock (the others move their data through the episode itself:
+// gatherSmall, gathervSmall, scatterSmall, scanSmall, allSmall). Every rank
+// publishes its part and a copy of its send buffer, and waits for every arrival;
+// the last to arrive checks that the parts agree, as in a large exchange. Nobody
+// waits for the others to finish: they read the copies, not its buffers.
 func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem int, p Part) error {
 	if e.fault.Load() != nil { // a check failed (another collective, root or element size): every gate is open
 		return c.outcome(e, rank, true)
@@ -342,6 +345,47 @@ func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
 		}
 	}
 	move(p.recvBlock(root), p.Send)
+	return c.outcome(e, rank, true)
+}
+
+// allSmall is a rank's part in a small Allgather or Alltoall: every rank copies
+// its send buffer into its piece of the slab, arrives, and once every rank has,
+// copies its blocks out of the others' pieces (an Allgather's rank each whole
+// piece, an Alltoall's rank its block of each). A piece of another length than
+// the rank's own, or a rank recorded as odd, fails the episode: the ranks' blocks
+// must all be rank 0's, so every rank learns of it.
+func (c *Comm) allSmall(e *episode, k kind, rank, elem int, p Part) error {
+	if e.fault.Load() != nil { // a check failed: every gate is open
+		return c.outcome(e, rank, true)
+	}
+	c.leaveSlab(e, rank, p.Send)
+	if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
+	}
+	if bad, got := e.misfit(len(p.Send)); bad >= 0 {
+		per := max(elem, 1) // an Allgather's piece is a block, an Alltoall's one per rank
+		if k == alltoall {
+			per *= c.n
+		}
+		e.fail(&errs.Error{Class: errs.Count, Op: k.String(), Peer: bad, Tag: errs.None,
+			Detail: fmt.Sprintf("blocks of %d elements on rank %d but of %d on rank %d", got/per, bad, len(p.Send)/per, rank)})
+		return c.outcome(e, rank, true)
+	}
+	w, b := e.width, p.SendBlock
+	for j := range c.n {
+		switch {
+		case j == rank: // its own block lies in its own buffer (maybe in place)
+			if k == allgather {
+				move(p.recvBlock(j), p.Send)
+			} else {
+				move(p.recvBlock(j), p.sendBlock(j))
+			}
+		case k == allgather:
+			move(p.recvBlock(j), e.slab[j*w:(j+1)*w])
+		default:
+			move(p.recvBlock(j), e.slab[j*w+rank*b:j*w+(rank+1)*b])
+		}
+	}
 	return c.outcome(e, rank, true)
 }
 

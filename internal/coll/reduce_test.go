@@ -338,9 +338,9 @@ func scanAll(t *testing.T, c *Comm, n int) {
 	}
 }
 
-// TestSmallExchangeStress: ranks racing through small Gathers, Scatters, Scans and
-// Exscans with rotating roots, their episodes' memory reused lap after lap of the
-// ring, each get every value of every call.
+// TestSmallExchangeStress: ranks racing through small Gathers, Scatters, Scans,
+// Exscans, Allgathers and Alltoalls with rotating roots, their episodes' memory
+// reused lap after lap of the ring, each get every value of every call.
 func TestSmallExchangeStress(t *testing.T) {
 	const n = 4
 	rounds := laps(20)
@@ -383,6 +383,25 @@ func TestSmallExchangeStress(t *testing.T) {
 		}
 		if want := byte(r*i + r*(r-1)/2); r > 0 && out[0] != want {
 			return fmt.Errorf("Exscan %d: rank %d got %d, want %d", i, r, out[0], want)
+		}
+		all := make([]byte, n)
+		if err := c.Allgather(r, Part{Send: []byte{byte(i + r)}, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
+			return fmt.Errorf("Allgather %d: rank %d: %v", i, r, err)
+		}
+		send := make([]byte, n)
+		for j := range n {
+			if all[j] != byte(i+j) {
+				return fmt.Errorf("Allgather %d: rank %d got %v", i, r, all)
+			}
+			send[j] = byte(i + 10*r + j)
+		}
+		if err := c.Alltoall(r, Part{Send: send, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
+			return fmt.Errorf("Alltoall %d: rank %d: %v", i, r, err)
+		}
+		for j := range n {
+			if all[j] != byte(i+10*j+r) {
+				return fmt.Errorf("Alltoall %d: rank %d got %v", i, r, all)
+			}
 		}
 		return nil
 	})
