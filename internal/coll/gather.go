@@ -229,17 +229,17 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		return ErrAborted
 	}
 	c.check(e, rank, k, root, elem)
-	if e.small && k == gather {
-		return c.gatherSmall(e, rank, root, p)
-	}
-	if e.small && (k == scatter || k == scatterv) {
-		return c.scatterSmall(e, k, rank, root, elem, p)
-	}
-	if e.small && (k == scan || k == exscan) {
-		return c.scanSmall(e, k, rank, elem, p)
-	}
-	if e.small && (k == allgather || k == alltoall) {
-		return c.allSmall(e, k, rank, elem, p)
+	if e.small { // through the episode itself, where the kind allows
+		switch k {
+		case gather:
+			return c.gatherSmall(e, rank, root, p)
+		case scatter, scatterv:
+			return c.scatterSmall(e, k, rank, root, elem, p)
+		case scan, exscan:
+			return c.scanSmall(e, k, rank, elem, p)
+		case allgather, alltoall:
+			return c.allSmall(e, k, rank, elem, p)
+		}
 	}
 	x := e.x.Load()
 	if x == nil {
