@@ -241,7 +241,9 @@ type episode struct {
 	// A small Reduce (reduceSmall): every rank but the root copies its contribution
 	// into its piece of slab, of the maker's length (width), before it arrives, so
 	// that it can leave at once; a rank of another length records itself in odd.
-	// (A small exchange of gather.go is marked small too, with an empty slab.)
+	// Small Gathers, Scans, Exscans, Allgathers and Alltoalls use the slab alike
+	// (gather.go); a small Scatter(v) keeps its block length in width; the other
+	// small exchanges are marked small with an empty slab.
 	slab  []byte
 	width int
 	x     atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers

@@ -465,11 +465,7 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p Part) (err error)
 	if e.fault.Load() != nil { // a check failed: every gate is open
 		return c.outcome(e, rank, true)
 	}
-	if w := e.width; len(p.Send) == w {
-		copy(e.slab[rank*w:], p.Send)
-	} else {
-		e.odd.CompareAndSwap(nil, &[2]int{rank, len(p.Send)})
-	}
+	e.putSlab(rank, p.Send)
 	bit := int64(1) << rank
 	bits := e.arrived.Or(bit) | bit
 	if bits == int64(1)<<c.n-1 {

@@ -212,15 +212,21 @@ func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error 
 	return c.outcome(e, rank, ok)
 }
 
-// leaveSlab copies a rank's piece into the slab of e, or records its length when
-// it is not the maker's, and arrives: the last to arrive opens start.
+// leaveSlab puts a rank's piece into the slab of e and arrives: the last to arrive
+// opens start.
 func (c *Comm) leaveSlab(e *episode, rank int, piece []byte) {
+	e.putSlab(rank, piece)
+	c.arrive(e)
+}
+
+// putSlab copies a rank's piece into the slab of e, or records its length when it
+// is not the maker's.
+func (e *episode) putSlab(rank int, piece []byte) {
 	if len(piece) == e.width {
 		copy(e.slab[rank*e.width:], piece)
 	} else {
 		e.odd.CompareAndSwap(nil, &[2]int{rank, len(piece)})
 	}
-	c.arrive(e)
 }
 
 // arrive counts the calling rank in e: the last to arrive opens start.
