@@ -49,6 +49,7 @@ type config struct {
 	netDelay   time.Duration // emulated one-way delay of every message to another proc
 	netUnix    bool          // procs of one host connect through Unix domain sockets
 	netShm     bool          // ... and move their bytes through shared memory
+	hostColl   bool          // communicators within one host meet in a shared segment
 }
 
 // WithThreadLevel requests a thread level. Weft provides every level, so the
@@ -100,6 +101,13 @@ func WithNetUnix(on bool) Option { return func(c *config) { c.netUnix = on } }
 // socket stays as doorbell and liveness check) or through the socket itself.
 // Linux only; procs of a job may differ in it.
 func WithNetShm(on bool) Option { return func(c *config) { c.netShm = on } }
+
+// WithHostColl chooses whether the leaders of a communicator whose procs all
+// run on one host meet in a segment of memory they share (true, the default:
+// Barrier, Bcast, Reduce and Allreduce then cost stores and loads instead of
+// messages) or on the collective channel, as across hosts. Linux only; every
+// proc of a job must choose the same.
+func WithHostColl(on bool) Option { return func(c *config) { c.hostColl = on } }
 
 // WithErrorsReturn keeps a job that spans procs running when one of its procs
 // dies or its link breaks, as MPI's MPI_ERRORS_RETURN: the operations that involve
@@ -193,6 +201,12 @@ var tunables = []tunable{
 			c.netShm, err = strconv.ParseBool(v)
 			return err
 		}},
+	{Tunable{Name: "WithHostColl", Env: "WEFT_HOST_COLL", Default: "true",
+		Doc: "true or false: whether the procs of a communicator within one host run Barrier, Bcast, Reduce and Allreduce in a shared segment (false: on the collective channel, as between hosts)"},
+		func(c *config, v string) (err error) {
+			c.hostColl, err = strconv.ParseBool(v)
+			return err
+		}},
 	{Tunable{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal",
 		Doc: "fatal or return: whether a lost proc ends the job, or only fails what involves it (ErrProcFailed)"},
 		func(c *config, v string) error {
@@ -255,7 +269,7 @@ func Tunables() []Tunable {
 
 // newConfig applies defaults, then the environment, then opts.
 func newConfig(opts []Option) (config, error) {
-	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, hostColl: true, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
 	for _, t := range tunables {
 		if v, ok := os.LookupEnv(t.Env); ok {
 			if err := t.apply(&c, v); err != nil {

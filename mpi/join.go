@@ -72,6 +72,12 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 		// collective's Recv looks once before it parks.
 		xn.PollNet(dev, 0)
 	}
+	if cfg.hostColl {
+		xn.HostMode(func(proc int) int {
+			h, _ := bj.Layout.HostOf(proc)
+			return h
+		}, cfg.crowded)
+	}
 	if cfg.p2p.ErrorsReturn {
 		// Survivors must hear of a death even from a proc they never sent to.
 		if err := dev.ConnectAll(netd.ChannelP2P); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weft-mpi/weft/internal/launch"
 	"github.com/weft-mpi/weft/mpi"
 )
 
@@ -392,6 +393,17 @@ func checkSplit(c *mpi.Comm) error {
 // and 2+2+2+1 ranks.
 func TestWeftRunColl(t *testing.T) {
 	weftRunSuite(t, "collsuite", []struct{ ranks, perProc int }{{2, 1}, {6, 2}, {5, 3}, {7, 2}})
+}
+
+// TestWeftRunCollChannel runs the collective suite with host mode off
+// (WEFT_HOST_COLL=false): the leaders of this host's procs meet on the
+// collective channel, as leaders on different hosts do.
+func TestWeftRunCollChannel(t *testing.T) {
+	err, out, errOut := launched(t, launch.Config{Ranks: 6, PerProc: 2}, "collsuite", []string{"WEFT_HOST_COLL=false"})
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	checkSuite(t, 6, out, errOut)
 }
 
 // TestMultiProcColl runs the collective suite under MPICH's mpiexec.

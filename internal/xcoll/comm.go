@@ -100,6 +100,8 @@ type Comm struct {
 	out         [outcomes]outcome // written by the leader, read by its proc's ranks
 	arrivals    []arrival         // by collective mod outcomes, then local rank: see arrive
 	parts       []coll.Part       // by collective mod ring, then local rank: see meet
+	hostable    bool              // every proc is on this host: the first call sets up host mode
+	host        *host             // the leaders' segment in host mode (host.go), else nil
 }
 
 // arrival is what a rank tells its proc's leader of its call, through memory:
@@ -134,6 +136,10 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 		c.members[i] = append(c.members[i], r)
 	}
 	c.me, c.index = index[net.Self()], index
+	c.hostable = net.hostOf != nil && len(c.procs) > 1 && len(c.procs) <= HostProcs
+	for _, p := range c.procs {
+		c.hostable = c.hostable && net.hostOf(p) == net.hostOf(net.Self())
+	}
 	mine := len(c.members[c.me])
 	c.local = coll.New(j, mine, spin)
 	if mine <= runtime.GOMAXPROCS(0) { // as coll.New: a spinner only delays the ranks it waits for
@@ -181,7 +187,16 @@ func (c *Comm) start(rank int, k kind, root, elem int) call {
 	seq := c.seqs[lr].Add(1) - 1
 	o := call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
 		sig: uint64(k)<<56 | uint64(elem&0xffffff)<<32 | uint64(uint32(root))}
-	if o.leader() && seq%paceEvery == paceEvery-1 && len(c.procs) > 1 {
+	if !o.leader() {
+		return o
+	}
+	if seq == 0 && c.hostable {
+		c.setUp()
+	}
+	switch {
+	case c.host != nil && !onHost(k):
+		o.pass()
+	case c.host == nil && seq%paceEvery == paceEvery-1 && len(c.procs) > 1:
 		o.pace()
 	}
 	return o
@@ -198,6 +213,13 @@ func (o *call) pace() {
 }
 
 func (o *call) leader() bool { return o.lr == 0 }
+
+// onHost says whether the leaders' step of collective k is on the segment in
+// host mode: else the call's entry holds no part (pass). A Reduce or Allreduce
+// whose procs cannot fold in proc order passes in reduce.
+func onHost(k kind) bool {
+	return k == coll.KindBarrier || k == coll.KindBcast || k == coll.KindReduce || k == coll.KindAllreduce
+}
 
 // fault returns an error of the call about peer.
 func (o *call) fault(class errs.Class, peer int, format string, args ...any) *errs.Error {
@@ -672,7 +694,10 @@ func (c *Comm) Barrier(rank int) error {
 	o := c.start(rank, coll.KindBarrier, 0, 0)
 	o.arrive()
 	err := o.sameCall(o.fromLocal(c.local.Barrier(o.lr)))
-	if o.leader() {
+	switch {
+	case o.leader() && c.host != nil:
+		err = o.hostBarrier(err)
+	case o.leader():
 		err = o.disseminate(err, tagRound)
 	}
 	out, rerr := o.release(err, nil)
@@ -689,12 +714,17 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 	ri := c.procOf[root]
 	if ri == c.me {
 		err := o.fromLocal(c.local.Bcast(o.lr, buf, elem, c.lrank[root]))
-		if o.leader() {
+		switch {
+		case o.leader() && c.host != nil:
+			err = o.hostBcast(buf, err)
+		case o.leader():
 			_, err = o.bcast(ri, buf, err)
 		}
 		return o.finish(nil, err)
 	}
-	if o.leader() {
+	if o.leader() && c.host != nil {
+		o.publish(o.hostBcastInto(ri, buf), nil)
+	} else if o.leader() {
 		data, err := o.bcast(ri, nil, nil)
 		if err == nil {
 			if len(data) != len(buf) {
@@ -746,27 +776,34 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 	}
 	var total []byte
 	var err error
+	hosted := false // the leaders folded on the segment
 	if folds {
 		var acc []byte
 		if o.leader() {
 			acc = make([]byte, len(send))
 		}
 		err = o.sameCall(o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0)))
-		if o.leader() && err != coll.ErrAborted {
-			if exchange {
-				total, err = o.exchange(acc, fn, err)
-			} else {
-				total, err = o.reduce(top, acc, fn, err)
-			}
+		if o.leader() && c.host != nil {
+			total, hosted, err = o.hostFold(c.procOf[root], acc, fn, err)
+		}
+		switch {
+		case !o.leader() || hosted || err == coll.ErrAborted:
+		case exchange:
+			total, err = o.exchange(acc, fn, err)
+		default:
+			total, err = o.reduce(top, acc, fn, err)
 		}
 	} else {
+		if o.leader() && c.host != nil {
+			o.pass()
+		}
 		blobs, gerr := o.collect(send, elem)
 		err = gerr
 		if o.leader() && c.me == 0 && err == nil {
 			total, err = o.fold(blobs, len(send), fn)
 		}
 	}
-	if o.leader() && !exchange {
+	if o.leader() && !exchange && !hosted {
 		switch {
 		case k == coll.KindAllreduce:
 			total, err = o.bcast(0, total, err)

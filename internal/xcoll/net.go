@@ -48,6 +48,8 @@ type Net struct {
 	aliases map[callKey]*mailbox // calls whose short key another call's mailbox holds
 	spare   spares               // what calls leave, for the next ones
 	eager   int                  // eagerBytes; tests lower it
+	hostOf  func(proc int) int   // a proc's host, if communicators whose procs share one use host mode (host.go)
+	crowded bool                 // this host runs more procs than it has CPUs
 	lost    chan struct{}        // closed when the first proc is lost
 	once    sync.Once            // closes lost
 }
@@ -184,6 +186,13 @@ func (n *Net) Connect(dev Sender) {
 // PollNet has a Recv that waits poll p for its message for up to spin, or once
 // if spin is 0, before it parks (see poll). Call it before the first collective.
 func (n *Net) PollNet(p netd.Poller, spin time.Duration) { n.poller, n.spin = p, spin }
+
+// HostMode has communicators whose procs all run on one host (hostOf names a
+// proc's) meet in a shared segment (host.go); crowded says that the host runs
+// more procs than it has CPUs. Call it before the first collective.
+func (n *Net) HostMode(hostOf func(proc int) int, crowded bool) {
+	n.hostOf, n.crowded = hostOf, crowded
+}
 
 // Self returns our proc's index.
 func (n *Net) Self() int { return n.self }

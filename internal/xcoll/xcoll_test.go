@@ -224,10 +224,14 @@ func run(t *testing.T, procOf []int, fn func(c *Comm, rank int) error) []error {
 
 // runLeaving is run that lets the collectives leave messages behind when leave
 // is set: those of calls that the procs disagreed on, which nobody receives.
+// The procs are in host mode (host.go) while hosted is set (inModes).
 func runLeaving(t *testing.T, procOf []int, leave bool, fn func(c *Comm, rank int) error) []error {
 	t.Helper()
 	procs := slices.Max(procOf) + 1
 	nets := mesh(procs, make(chan struct{}))
+	if hosted {
+		nets = hostMesh(procs, make(chan struct{}))
+	}
 	comms := make([]*Comm, procs)
 	for p := range comms {
 		comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
@@ -248,8 +252,33 @@ func runLeaving(t *testing.T, procOf []int, leave bool, fn func(c *Comm, rank in
 		if k := n.pending(); k != 0 && !leave {
 			t.Errorf("proc %d: %d messages left behind", p, k)
 		}
+		if hosted && procs > 1 && comms[p].host == nil {
+			t.Errorf("proc %d is not in host mode", p)
+		}
 	}
 	return results
+}
+
+// hosted has run put the procs in host mode.
+var hosted bool
+
+// inModes runs test twice: with the leaders on the channel, and in host mode,
+// as procs of one host.
+func inModes(t *testing.T, test func(t *testing.T)) {
+	t.Run("channel", test)
+	hosted = true
+	defer func() { hosted = false }()
+	t.Run("host", test)
+}
+
+// hostMesh returns mesh's Nets in host mode: every proc on one host, crowded
+// if the procs outnumber the Ps.
+func hostMesh(procs int, aborted <-chan struct{}) []*Net {
+	nets := mesh(procs, aborted)
+	for _, n := range nets {
+		n.HostMode(func(int) int { return 0 }, procs > runtime.GOMAXPROCS(0))
+	}
+	return nets
 }
 
 // noErrors fails t for each rank that returned an error.
@@ -294,30 +323,32 @@ func withOneEach(most int) [][]int {
 // first power of two) and for the layouts above, with ranks arriving late at
 // random.
 func TestBarrierHolds(t *testing.T) {
-	all := withOneEach(9)
-	const rounds = 30
-	for _, procOf := range all {
-		n := len(procOf)
-		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-			var came [rounds]atomic.Int32
-			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-				rng := rand.New(rand.NewPCG(uint64(r), 7))
-				for round := range rounds {
-					if rng.IntN(4) == 0 {
-						time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+	inModes(t, func(t *testing.T) {
+		all := withOneEach(9)
+		const rounds = 30
+		for _, procOf := range all {
+			n := len(procOf)
+			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+				var came [rounds]atomic.Int32
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					rng := rand.New(rand.NewPCG(uint64(r), 7))
+					for round := range rounds {
+						if rng.IntN(4) == 0 {
+							time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+						}
+						came[round].Add(1)
+						if err := c.Barrier(r); err != nil {
+							return err
+						}
+						if k := came[round].Load(); k != int32(n) {
+							return fmt.Errorf("round %d: left the Barrier when %d of %d ranks had come", round, k, n)
+						}
 					}
-					came[round].Add(1)
-					if err := c.Barrier(r); err != nil {
-						return err
-					}
-					if k := came[round].Load(); k != int32(n) {
-						return fmt.Errorf("round %d: left the Barrier when %d of %d ranks had come", round, k, n)
-					}
-				}
-				return nil
-			}))
-		})
-	}
+					return nil
+				}))
+			})
+		}
+	})
 }
 
 // matMul is a non-commutative reduction on 2x2 matrices of bytes (mod 256),
@@ -335,99 +366,103 @@ func matMul(in, inout []byte) {
 // 2(P-pof2) procs in pairs first) and for the layouts above, with buffers of
 // one to three matrices.
 func TestFoldOrder(t *testing.T) {
-	all := withOneEach(9)
-	operand := func(r, k int) []byte { return []byte{1, byte(r + 1 + k), byte((r + 2*k) % 3), 1} }
-	for _, procOf := range all {
-		n := len(procOf)
-		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-				for mats := 1; mats <= 3; mats++ {
-					send, want := make([]byte, 0, 4*mats), make([]byte, 0, 4*mats)
-					for k := range mats {
-						send = append(send, operand(r, k)...)
-						prod := operand(n-1, k)
-						for q := n - 2; q >= 0; q-- {
-							matMul(operand(q, k), prod)
+	inModes(t, func(t *testing.T) {
+		all := withOneEach(9)
+		operand := func(r, k int) []byte { return []byte{1, byte(r + 1 + k), byte((r + 2*k) % 3), 1} }
+		for _, procOf := range all {
+			n := len(procOf)
+			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					for mats := 1; mats <= 3; mats++ {
+						send, want := make([]byte, 0, 4*mats), make([]byte, 0, 4*mats)
+						for k := range mats {
+							send = append(send, operand(r, k)...)
+							prod := operand(n-1, k)
+							for q := n - 2; q >= 0; q-- {
+								matMul(operand(q, k), prod)
+							}
+							want = append(want, prod...)
 						}
-						want = append(want, prod...)
-					}
-					got := make([]byte, len(send))
-					if err := c.Allreduce(r, send, got, 4, matMul, false); err != nil {
-						return err
-					}
-					if !bytes.Equal(got, want) {
-						return fmt.Errorf("Allreduce of %d matrices: %v, want %v", mats, got, want)
-					}
-					for root := range n {
-						clear(got)
-						if err := c.Reduce(r, send, got, 4, matMul, false, root); err != nil {
+						got := make([]byte, len(send))
+						if err := c.Allreduce(r, send, got, 4, matMul, false); err != nil {
 							return err
 						}
-						if r == root && !bytes.Equal(got, want) {
-							return fmt.Errorf("Reduce of %d matrices to %d: %v, want %v", mats, root, got, want)
+						if !bytes.Equal(got, want) {
+							return fmt.Errorf("Allreduce of %d matrices: %v, want %v", mats, got, want)
+						}
+						for root := range n {
+							clear(got)
+							if err := c.Reduce(r, send, got, 4, matMul, false, root); err != nil {
+								return err
+							}
+							if r == root && !bytes.Equal(got, want) {
+								return fmt.Errorf("Reduce of %d matrices to %d: %v, want %v", mats, root, got, want)
+							}
 						}
 					}
-				}
-				return nil
-			}))
-		})
-	}
+					return nil
+				}))
+			})
+		}
+	})
 }
 
 func TestCollectives(t *testing.T) {
-	for _, procOf := range layouts {
-		n := len(procOf)
-		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-				if err := c.Barrier(r); err != nil {
-					return err
-				}
-				for root := range n {
-					buf := make([]byte, 3)
-					if r == root {
-						buf = []byte{byte(root), 1, 2}
-					}
-					if err := c.Bcast(r, buf, 1, root); err != nil {
+	inModes(t, func(t *testing.T) {
+		for _, procOf := range layouts {
+			n := len(procOf)
+			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					if err := c.Barrier(r); err != nil {
 						return err
 					}
-					if !bytes.Equal(buf, []byte{byte(root), 1, 2}) {
-						return fmt.Errorf("Bcast from %d: %v", root, buf)
-					}
-					for _, commutative := range []bool{false, true} {
-						got := make([]byte, 2)
-						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
+					for root := range n {
+						buf := make([]byte, 3)
+						if r == root {
+							buf = []byte{byte(root), 1, 2}
+						}
+						if err := c.Bcast(r, buf, 1, root); err != nil {
 							return err
 						}
-						if r == root && (got[1] != byte(n) || !commutative && got[0] != 0) {
-							return fmt.Errorf("Reduce to %d (commutative %v): %v, want [0 %d] ([x %[4]d] if commutative)", root, commutative, got, n)
+						if !bytes.Equal(buf, []byte{byte(root), 1, 2}) {
+							return fmt.Errorf("Bcast from %d: %v", root, buf)
 						}
-						if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
+						for _, commutative := range []bool{false, true} {
+							got := make([]byte, 2)
+							if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
+								return err
+							}
+							if r == root && (got[1] != byte(n) || !commutative && got[0] != 0) {
+								return fmt.Errorf("Reduce to %d (commutative %v): %v, want [0 %d] ([x %[4]d] if commutative)", root, commutative, got, n)
+							}
+							if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
+								return err
+							}
+							if got[1] != byte(n) || (!commutative && got[0] != 0) {
+								return fmt.Errorf("Allreduce: %v, want [0 %d]", got, n)
+							}
+						}
+						all := make([]byte, 2*n)
+						if err := c.Gather(r, []byte{byte(r), 9}, all, 1, root); err != nil {
 							return err
 						}
-						if got[1] != byte(n) || (!commutative && got[0] != 0) {
-							return fmt.Errorf("Allreduce: %v, want [0 %d]", got, n)
+						if r == root && (all[0] != 0 || all[2*n-2] != byte(n-1)) {
+							return fmt.Errorf("Gather to %d: %v", root, all)
+						}
+						if err := c.Allgather(r, []byte{byte(r), 9}, all, 1); err != nil {
+							return err
+						}
+						for j := range n {
+							if all[2*j] != byte(j) || all[2*j+1] != 9 {
+								return fmt.Errorf("Allgather: %v", all)
+							}
 						}
 					}
-					all := make([]byte, 2*n)
-					if err := c.Gather(r, []byte{byte(r), 9}, all, 1, root); err != nil {
-						return err
-					}
-					if r == root && (all[0] != 0 || all[2*n-2] != byte(n-1)) {
-						return fmt.Errorf("Gather to %d: %v", root, all)
-					}
-					if err := c.Allgather(r, []byte{byte(r), 9}, all, 1); err != nil {
-						return err
-					}
-					for j := range n {
-						if all[2*j] != byte(j) || all[2*j+1] != 9 {
-							return fmt.Errorf("Allgather: %v", all)
-						}
-					}
-				}
-				return nil
-			}))
-		})
-	}
+					return nil
+				}))
+			})
+		}
+	})
 }
 
 // TestBackToBack: small Bcasts and Reduces one after another, the root the same
@@ -435,43 +470,45 @@ func TestCollectives(t *testing.T) {
 // local Reduce's other ranks) may run ahead of its proc's ranks, but a leader
 // must not, since each rank reads the outcome its leader published for the call.
 func TestBackToBack(t *testing.T) {
-	layouts := append(slices.Clone(layouts), []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3})
-	for _, procOf := range layouts {
-		n := len(procOf)
-		for _, rotate := range []bool{false, true} {
-			t.Run(fmt.Sprint(procOf, rotate), func(t *testing.T) {
-				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-					for i := range 3 * ring * n {
-						root := 0
-						if rotate {
-							root = i % n
+	inModes(t, func(t *testing.T) {
+		layouts := append(slices.Clone(layouts), []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3})
+		for _, procOf := range layouts {
+			n := len(procOf)
+			for _, rotate := range []bool{false, true} {
+				t.Run(fmt.Sprint(procOf, rotate), func(t *testing.T) {
+					noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+						for i := range 3 * ring * n {
+							root := 0
+							if rotate {
+								root = i % n
+							}
+							if r == n-1 && i%ring == 0 {
+								time.Sleep(time.Millisecond)
+							}
+							buf := make([]byte, 8)
+							if r == root {
+								buf[0], buf[7] = byte(i), byte(root)
+							}
+							if err := c.Bcast(r, buf, 1, root); err != nil {
+								return err
+							}
+							if buf[0] != byte(i) || buf[7] != byte(root) {
+								return fmt.Errorf("Bcast %d from %d: %v", i, root, buf)
+							}
+							got := make([]byte, 2)
+							if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
+								return err
+							}
+							if r == root && !bytes.Equal(got, []byte{0, byte(n)}) {
+								return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, n)
+							}
 						}
-						if r == n-1 && i%ring == 0 {
-							time.Sleep(time.Millisecond)
-						}
-						buf := make([]byte, 8)
-						if r == root {
-							buf[0], buf[7] = byte(i), byte(root)
-						}
-						if err := c.Bcast(r, buf, 1, root); err != nil {
-							return err
-						}
-						if buf[0] != byte(i) || buf[7] != byte(root) {
-							return fmt.Errorf("Bcast %d from %d: %v", i, root, buf)
-						}
-						got := make([]byte, 2)
-						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
-							return err
-						}
-						if r == root && !bytes.Equal(got, []byte{0, byte(n)}) {
-							return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, n)
-						}
-					}
-					return nil
-				}))
-			})
+						return nil
+					}))
+				})
+			}
 		}
-	}
+	})
 }
 
 // TestReduceLeavesAtOnce: a Reduce's ranks other than the root leave once their
@@ -479,44 +516,46 @@ func TestBackToBack(t *testing.T) {
 // checks of their calls must still find them), and a root that is not its proc's
 // leader waits for the outcome its leader publishes.
 func TestReduceLeavesAtOnce(t *testing.T) {
-	const calls = 40 // more than ring, fewer than paceEvery
-	procOf := []int{0, 0, 1, 1}
-	for _, root := range []int{0, 1} {
-		t.Run(fmt.Sprint("root ", root), func(t *testing.T) {
-			ahead := make(chan struct{}) // rank 3 has made every call
-			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-				late := false
-				switch r {
-				case 2: // rank 3's leader starts once rank 3 is done
-					select {
-					case <-ahead:
-					case <-time.After(2 * time.Second):
-						late = true
+	inModes(t, func(t *testing.T) {
+		const calls = 40 // more than ring, fewer than paceEvery
+		procOf := []int{0, 0, 1, 1}
+		for _, root := range []int{0, 1} {
+			t.Run(fmt.Sprint("root ", root), func(t *testing.T) {
+				ahead := make(chan struct{}) // rank 3 has made every call
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					late := false
+					switch r {
+					case 2: // rank 3's leader starts once rank 3 is done
+						select {
+						case <-ahead:
+						case <-time.After(2 * time.Second):
+							late = true
+						}
+					case root:
+						if root != 0 {
+							time.Sleep(10 * time.Millisecond) // its leader publishes after it waits
+						}
 					}
-				case root:
-					if root != 0 {
-						time.Sleep(10 * time.Millisecond) // its leader publishes after it waits
+					for i := range calls {
+						got := make([]byte, 2)
+						if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
+							return fmt.Errorf("Reduce %d: %w", i, err)
+						}
+						if r == root && !bytes.Equal(got, []byte{0, byte(len(procOf))}) {
+							return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, len(procOf))
+						}
 					}
-				}
-				for i := range calls {
-					got := make([]byte, 2)
-					if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, false, root); err != nil {
-						return fmt.Errorf("Reduce %d: %w", i, err)
+					if r == 3 {
+						close(ahead)
 					}
-					if r == root && !bytes.Equal(got, []byte{0, byte(len(procOf))}) {
-						return fmt.Errorf("Reduce %d to %d: %v, want [0 %d]", i, root, got, len(procOf))
+					if late {
+						return errors.New("rank 3 waited for its leader in a Reduce it is not the root of")
 					}
-				}
-				if r == 3 {
-					close(ahead)
-				}
-				if late {
-					return errors.New("rank 3 waited for its leader in a Reduce it is not the root of")
-				}
-				return nil
-			}))
-		})
-	}
+					return nil
+				}))
+			})
+		}
+	})
 }
 
 // TestReduceRootWaitEnds: a Reduce's root that waits for its leader's outcome is
@@ -549,29 +588,31 @@ func TestReduceRootWaitEnds(t *testing.T) {
 }
 
 func TestMismatch(t *testing.T) {
-	for _, procOf := range layouts {
-		n := len(procOf)
-		t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-			noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-				size := 4
-				if r == n-1 {
-					size = 6
-				}
-				err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
-				var e *errs.Error
-				if !errors.As(err, &e) || e.Class != errs.Count || e.Rank != r {
-					return fmt.Errorf("Allreduce with rank %d's length differing: %v, want a Count error of rank %d", n-1, err, r)
-				}
-				if r == 0 {
-					t.Log(err)
-				}
-				if err := moreMismatch(c, r, n); err != nil {
-					return err
-				}
-				return c.Barrier(r) // the communicator still works
-			}))
-		})
-	}
+	inModes(t, func(t *testing.T) {
+		for _, procOf := range layouts {
+			n := len(procOf)
+			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+					size := 4
+					if r == n-1 {
+						size = 6
+					}
+					err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
+					var e *errs.Error
+					if !errors.As(err, &e) || e.Class != errs.Count || e.Rank != r {
+						return fmt.Errorf("Allreduce with rank %d's length differing: %v, want a Count error of rank %d", n-1, err, r)
+					}
+					if r == 0 {
+						t.Log(err)
+					}
+					if err := moreMismatch(c, r, n); err != nil {
+						return err
+					}
+					return c.Barrier(r) // the communicator still works
+				}))
+			})
+		}
+	})
 }
 
 // TestRunAheadBounded: a Bcast's root waits for nobody, but its leader waits at

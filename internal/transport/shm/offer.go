@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"os"
+
+	"github.com/weft-mpi/weft/internal/shmem"
 )
 
 // The upgrade of a Unix domain socket, right after the procs' handshake. The
@@ -59,11 +61,11 @@ func Offer(uc *net.UnixConn, size int) (net.Conn, error) {
 	if size != 0 && !ValidRing(size) {
 		return nil, fmt.Errorf("shm: cannot offer rings of %d bytes", size)
 	}
-	var seg *segment
+	var seg *shmem.Segment
 	var f *os.File
 	if size > 0 {
 		var err error
-		if seg, f, err = createSegment(segmentSize(size)); err != nil {
+		if seg, f, err = shmem.Create(segmentSize(size)); err != nil {
 			size = 0 // offer nothing
 		}
 	}
@@ -85,7 +87,7 @@ func Offer(uc *net.UnixConn, size int) (net.Conn, error) {
 		err = fmt.Errorf("%w: answer %q to an offer of %d bytes", ErrOffer, answer[0], size)
 	}
 	if seg != nil {
-		_ = seg.unmap()
+		_ = seg.Unmap()
 	}
 	if err != nil {
 		return nil, err
@@ -110,9 +112,9 @@ func Answer(uc *net.UnixConn, take bool) (net.Conn, error) {
 	if want := min(size, 1); len(files) != want {
 		return nil, fmt.Errorf("%w: an offer of %d bytes came with %d descriptors, want %d", ErrOffer, size, len(files), want)
 	}
-	var seg *segment
+	var seg *shmem.Segment
 	if size > 0 && take {
-		seg, _ = mapSegment(files[0], segmentSize(size)) // nil: decline, keep the socket
+		seg, _ = shmem.Map(files[0], segmentSize(size)) // nil: decline, keep the socket
 	}
 	answer := byte(answerNo)
 	if seg != nil {
@@ -120,7 +122,7 @@ func Answer(uc *net.UnixConn, take bool) (net.Conn, error) {
 	}
 	if _, err := uc.Write([]byte{answer}); err != nil {
 		if seg != nil {
-			_ = seg.unmap()
+			_ = seg.Unmap()
 		}
 		return nil, err
 	}

@@ -3,24 +3,18 @@
 package shm
 
 import (
-	"errors"
 	"io"
 	"net"
 	"os"
+
+	"github.com/weft-mpi/weft/internal/shmem"
 )
 
-// Elsewhere there are no segments: an offer says so, and the procs keep their socket.
-var errUnsupported = errors.New("shm: shared-memory segments need Linux")
-
-type segment struct{ mem []byte }
-
-func createSegment(int) (*segment, *os.File, error) { return nil, nil, errUnsupported }
-func mapSegment(*os.File, int) (*segment, error)    { return nil, errUnsupported }
-func (s *segment) unmap() error                     { return nil }
-
+// sendWithFile writes b on uc. Elsewhere there are no segments
+// (shmem.ErrUnsupported): an offer says so, and the procs keep their socket.
 func sendWithFile(uc *net.UnixConn, b []byte, f *os.File) error {
 	if f != nil {
-		return errUnsupported
+		return shmem.ErrUnsupported
 	}
 	_, err := uc.Write(b)
 	return err

@@ -27,6 +27,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/weft-mpi/weft/internal/shmem"
 	"github.com/weft-mpi/weft/internal/spin"
 )
 
@@ -112,7 +113,7 @@ var errPeerGone = errors.New("shm: peer hung up")
 // writes concurrently, Close and the deadlines from anywhere.
 type Conn struct {
 	bell *net.UnixConn
-	seg  *segment
+	seg  *shmem.Segment
 	in   ring // the peer writes, we read
 	out  ring // we write, the peer reads
 
@@ -135,18 +136,18 @@ type Conn struct {
 	writing         atomic.Bool // a Write does
 }
 
-func newConn(bell *net.UnixConn, seg *segment, size int, dialer bool) *Conn {
+func newConn(bell *net.UnixConn, seg *shmem.Segment, size int, dialer bool) *Conn {
 	in, out := 1, 0
 	if !dialer {
 		in, out = 0, 1
 	}
 	c := &Conn{
 		bell: bell, seg: seg,
-		in: newRing(seg.mem, in, size), out: newRing(seg.mem, out, size),
+		in: newRing(seg.Mem, in, size), out: newRing(seg.Mem, out, size),
 		dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
 		done: make(chan struct{}), gone: make(chan struct{}),
 	}
-	runtime.AddCleanup(c, func(s *segment) { _ = s.unmap() }, seg)
+	runtime.AddCleanup(c, func(s *shmem.Segment) { _ = s.Unmap() }, seg)
 	c.ringer.Add(1)
 	go c.listen()
 	return c

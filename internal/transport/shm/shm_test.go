@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/weft-mpi/weft/internal/shmem"
 )
 
 // socketPair returns the two ends of a fresh Unix stream socket.
@@ -349,11 +351,11 @@ func TestAnswerRefuses(t *testing.T) {
 		}
 		return Answer(b, true)
 	}
-	seg, f, err := createSegment(segmentSize(MinRing))
+	seg, f, err := shmem.Create(segmentSize(MinRing))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer seg.unmap()
+	defer seg.Unmap()
 	defer f.Close()
 	for _, tc := range []struct {
 		name  string

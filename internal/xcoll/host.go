@@ -1,0 +1,507 @@
+package xcoll
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/shmem"
+	"github.com/weft-mpi/weft/internal/spin"
+)
+
+// When every proc of a communicator runs on one host, its leaders meet in a
+// segment of memory they all map instead of on the collective channel (host
+// mode): a message between two procs costs a write into a ring, a turn of the
+// reader's receive daemon and a hand-over to the waiting leader, where the
+// segment costs a store and a load. Every call of the communicator has an entry
+// per proc in the segment: the proc's leader writes it at the start of the call,
+// whatever the collective, with the call's signature and, for Barrier, Bcast,
+// Reduce and Allreduce, its part (the root's data, a proc's fold, a fault), and
+// the others read what their collective needs. So a proc that waits for
+// another's entry is never left waiting by a proc that made another call: it
+// finds the other signature there. The segment holds the entries of hostSlots
+// calls; a leader writes its entry of call s once every proc is done with call
+// s-hostSlots, which also bounds how far a Bcast's root runs ahead.
+
+const (
+	hostSlots  = 64   // calls whose entries the segment holds
+	entryBytes = 1024 // one proc's entry of one call
+	entryHead  = 32   // its head: seq+1, signature, what it holds, length, fault class
+	// HostData is the largest part (bytes) that an entry carries; a larger one
+	// goes on the collective channel, and the entry says so.
+	HostData = entryBytes - entryHead
+	// HostProcs is the most procs a communicator may have in host mode.
+	HostProcs = 64
+	lineBytes = 64
+	hostPoll  = time.Millisecond     // how long a wait polls the segment before it sleeps
+	hostNap   = 5 * time.Millisecond // the longest sleep before it looks at the job's end
+)
+
+// The segment: a line of the creator's nonce, a line of the bell (the futex word
+// sleepers wait on), a line counting the sleepers, a line per proc with the
+// number (plus one) of the last call it is done with, then the entries, by call
+// mod hostSlots, then proc.
+const (
+	offNonce    = 0
+	offBell     = lineBytes
+	offSleepers = 2 * lineBytes
+	offDone     = 3 * lineBytes
+)
+
+// What an entry holds.
+const (
+	entNone  = 1 + iota // no part: the proc's call sends nothing here
+	entData             // the part, in the entry
+	entNet              // the part, on the collective channel
+	entFault            // the class of a fault the proc met, and its detail
+)
+
+func segmentBytes(procs int) int { return offDone + procs*lineBytes + hostSlots*procs*entryBytes }
+
+// host is a communicator's segment as this proc's leader sees it.
+type host struct {
+	seg      *shmem.Segment
+	procs    int
+	me       int  // our proc's index
+	crowded  bool // more procs on the host than CPUs: yield the CPU between looks
+	bell     *atomic.Uint32
+	sleepers *atomic.Uint32
+	free     uint64 // every proc was done with this many calls when we last looked
+}
+
+func (h *host) done(p int) *atomic.Uint64 { return h.seg.Word64(offDone + p*lineBytes) }
+
+// entry is proc p's entry of call seq.
+func (h *host) entry(seq uint64, p int) entry {
+	off := offDone + h.procs*lineBytes + (int(seq%hostSlots)*h.procs+p)*entryBytes
+	return entry{h.seg.Mem[off : off+entryBytes : off+entryBytes]}
+}
+
+// entry is one proc's entry of one call: its head's words, then the part.
+type entry struct{ b []byte }
+
+func (e entry) seq() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&e.b[0])) }
+
+// head reads what the entry holds; its length is checked, since another proc
+// wrote it.
+func (e entry) head() (sig uint64, what, class uint32, data []byte, err error) {
+	sig = binary.LittleEndian.Uint64(e.b[8:])
+	what = binary.LittleEndian.Uint32(e.b[16:])
+	class = binary.LittleEndian.Uint32(e.b[20:])
+	n := binary.LittleEndian.Uint32(e.b[24:])
+	if n > HostData || what < entNone || what > entFault {
+		return 0, 0, 0, nil, fmt.Errorf("xcoll: corrupt entry in the host segment (holds %d, length %d)", what, n)
+	}
+	return sig, what, class, e.b[entryHead : entryHead+int(n)], nil
+}
+
+// waitFor polls cond until it holds; coll.ErrAborted if the job ends or a proc
+// is lost first. On a crowded host it yields the CPU between looks, to the proc
+// it waits for; after hostPoll it sleeps on the bell between looks.
+func (o *call) waitFor(cond func() bool) error {
+	h, n := o.c.host, o.c.net
+	var start time.Time
+	for i := 1; ; i++ {
+		if cond() {
+			return nil
+		}
+		if i%64 == 0 {
+			select {
+			case <-n.aborted:
+				return coll.ErrAborted
+			case <-n.lost:
+				return coll.ErrAborted
+			default:
+			}
+			switch {
+			case start.IsZero():
+				start = time.Now()
+			case time.Since(start) > hostPoll:
+				h.sleep(cond)
+				continue
+			}
+			runtime.Gosched()
+		}
+		if h.crowded {
+			runtime.Gosched()
+			spin.Yield()
+		}
+	}
+}
+
+// sleep sleeps on the bell unless cond holds. It counts itself in the sleepers
+// before its last look, and whoever changes what cond looks at then loads their
+// number (ring): Go's atomics are sequentially consistent, so either that look
+// sees the change or the ringer sees the sleeper.
+func (h *host) sleep(cond func() bool) {
+	b := h.bell.Load()
+	h.sleepers.Add(1)
+	if !cond() {
+		shmem.Sleep(h.bell, b, hostNap)
+	}
+	h.sleepers.Add(^uint32(0))
+}
+
+// ring wakes the sleepers, if any, after a change to the segment.
+func (h *host) ring() {
+	if h.sleepers.Load() > 0 {
+		h.bell.Add(1)
+		shmem.Wake(h.bell)
+	}
+}
+
+// post writes our proc's entry of the call: what it holds and data (the part,
+// or a fault's detail), once every proc is done with the call that last used
+// the entry. The sequence number goes last, with a Swap: under the race
+// detector a Store outside Go's heap is a plain move, which ring's load could
+// pass (see internal/transport/shm).
+func (o *call) post(what uint32, class uint32, data []byte) error {
+	h := o.c.host
+	if need := o.seq + 1; need > h.free+hostSlots {
+		err := o.waitFor(func() bool {
+			h.free = h.done(h.me).Load()
+			for p := range h.procs {
+				h.free = min(h.free, h.done(p).Load())
+			}
+			return need <= h.free+hostSlots
+		})
+		if err != nil {
+			return err
+		}
+	}
+	e := h.entry(o.seq, h.me)
+	data = data[:min(len(data), HostData)]
+	binary.LittleEndian.PutUint64(e.b[8:], o.sig)
+	binary.LittleEndian.PutUint32(e.b[16:], what)
+	binary.LittleEndian.PutUint32(e.b[20:], class)
+	binary.LittleEndian.PutUint32(e.b[24:], uint32(len(data)))
+	copy(e.b[entryHead:], data)
+	e.seq().Swap(o.seq + 1)
+	h.ring()
+	return nil
+}
+
+// postPart posts our proc's part: in the entry if it fits, else on the channel
+// (the entry says so, and the caller sends it), or err's fault instead.
+func (o *call) postPart(part []byte, err error) (onNet bool, perr error) {
+	if f, ok := err.(*errs.Error); ok {
+		return false, o.post(entFault, uint32(f.Class), []byte(f.Detail))
+	}
+	if len(part) > HostData {
+		return true, o.post(entNet, 0, nil)
+	}
+	return false, o.post(entData, 0, part)
+}
+
+// pass posts an entry without a part, for a call that is not on the segment,
+// and is done with the call's entries at once.
+func (o *call) pass() {
+	if err := o.post(entNone, 0, nil); err != nil {
+		o.split = err
+		return
+	}
+	o.finished()
+}
+
+// finished tells the other procs that our proc is done with the call's entries.
+func (o *call) finished() {
+	h := o.c.host
+	h.done(h.me).Swap(o.seq + 1)
+	h.ring()
+}
+
+// read waits for proc index p's entry of the call and returns what it holds:
+// its part, or the fault it carries, or the fault of a proc that made another
+// call (after which the leader alarms the procs on the channel, which may wait
+// for messages of ours). The part stays valid until the call is finished.
+func (o *call) read(p int) (what uint32, data []byte, err error) {
+	if o.split != nil {
+		return 0, nil, o.split
+	}
+	e := o.c.host.entry(o.seq, p)
+	if err := o.waitFor(func() bool { return e.seq().Load() == o.seq+1 }); err != nil {
+		return 0, nil, err
+	}
+	sig, what, class, data, err := e.head()
+	switch {
+	case err != nil:
+		return 0, nil, o.fault(errs.Intern, o.c.members[p][0], "%v", err)
+	case sig != o.sig:
+		o.alarm()
+		return 0, nil, o.differs(o.c.members[p][0], sig)
+	case what == entFault:
+		return 0, nil, o.fault(errs.Class(class), errs.None, "%s", data)
+	}
+	return what, data, nil
+}
+
+// misses is the fault of a proc whose entry lacks the part the call needs: it
+// went another way through the call (the procs disagree on something the
+// signature does not name, such as whether the op commutes).
+func (o *call) misses(p int) error {
+	o.alarm()
+	peer := o.c.members[p][0]
+	return o.fault(errs.Arg, peer, "the leader of proc %d (rank %d) gave no part to collective call %d on this communicator (%v)", o.c.procs[p], peer, o.seq+1, o.k)
+}
+
+// hostBarrier is Barrier's leaders' step in host mode: every proc posts its
+// entry, then waits for every other's.
+func (o *call) hostBarrier(err error) error {
+	if err == coll.ErrAborted {
+		return err
+	}
+	_, perr := o.postPart(nil, err)
+	err = worse(err, perr)
+	for p := range o.c.host.procs {
+		if p != o.c.me && err == nil {
+			_, _, err = o.read(p)
+		}
+	}
+	o.finished()
+	return err
+}
+
+// hostBcast is Bcast's leaders' step in host mode at the root's proc: it posts
+// data (or sends it on the channel, down the tree, if it does not fit).
+func (o *call) hostBcast(data []byte, err error) error {
+	if err == coll.ErrAborted {
+		return err
+	}
+	onNet, perr := o.postPart(data, err)
+	o.finished()
+	if perr != nil {
+		return perr
+	}
+	if onNet {
+		_, err = o.bcast(o.c.me, data, err)
+	}
+	return err
+}
+
+// hostBcastInto is Bcast's leaders' step in host mode at the other procs: it
+// copies the root's data from proc index root's entry, or receives it down the
+// tree, into buf, whose length must be the root's.
+func (o *call) hostBcastInto(root int, buf []byte) error {
+	if err := o.post(entNone, 0, nil); err != nil {
+		return err
+	}
+	defer o.finished()
+	what, data, err := o.read(root)
+	switch {
+	case err != nil:
+		return err
+	case what == entNet:
+		if data, err = o.bcast(root, nil, nil); err != nil {
+			return err
+		}
+	case what != entData:
+		return o.misses(root)
+	}
+	if len(data) != len(buf) {
+		class := errs.Count
+		if len(data) > len(buf) {
+			class = errs.Truncate
+		}
+		return o.fault(class, o.root, "the root has %d elements, rank %d has %d", len(data)/max(o.elem, 1), o.rank, len(buf)/max(o.elem, 1))
+	}
+	copy(buf, data)
+	return nil
+}
+
+// hostFold is the leaders' step of Reduce and Allreduce in host mode: every
+// proc posts its fold acc, and the procs that need the result (every one for
+// an Allreduce, the root's for a Reduce) fold the procs' folds in proc order,
+// which keeps rank order since every proc's ranks are consecutive or the op
+// commutes. Every proc of an Allreduce computes the same fold, so all get the
+// same bits. A part that does not fit an entry goes on the channel: to the
+// root's proc for a Reduce; for an Allreduce every proc sees that some part is
+// on the channel, and hostFold returns hosted false: they all run the
+// channel's algorithm instead.
+func (o *call) hostFold(root int, acc []byte, fn Fn, err error) (total []byte, hosted bool, _ error) {
+	if err == coll.ErrAborted {
+		return nil, true, err
+	}
+	c, h := o.c, o.c.host
+	all := o.k == coll.KindAllreduce
+	if !all && c.me != root {
+		onNet, perr := o.postPart(acc, err)
+		o.finished()
+		if perr != nil {
+			return nil, true, perr
+		}
+		if onNet {
+			return nil, true, o.send(root, tagUp, acc, err)
+		}
+		return nil, true, err
+	}
+	var perr error
+	onNet := false // some part is on the channel: an Allreduce runs there
+	if all {
+		onNet, perr = o.postPart(acc, err)
+	} else {
+		perr = o.post(entNone, 0, nil)
+	}
+	if err = worse(err, perr); err != nil {
+		o.finished()
+		return nil, true, err
+	}
+	parts := make([][]byte, h.procs)
+	for p := range h.procs {
+		if p == c.me {
+			parts[p] = acc
+			continue
+		}
+		what, data, rerr := o.read(p)
+		switch {
+		case rerr != nil:
+			err = worse(err, rerr)
+		case what == entNet && all:
+			onNet = true
+		case what == entNet:
+			data, rerr = o.recv(p, tagUp)
+			err = worse(err, rerr)
+		case what != entData:
+			err = worse(err, o.misses(p))
+		}
+		if err == coll.ErrAborted {
+			o.finished()
+			return nil, true, err
+		}
+		parts[p] = data
+	}
+	if err == nil && onNet {
+		o.finished()
+		return nil, false, nil
+	}
+	if err == nil {
+		total, err = o.foldParts(parts, fn)
+	}
+	o.finished()
+	return total, true, err
+}
+
+// foldParts returns parts[0] op parts[1] op ... in a new buffer.
+func (o *call) foldParts(parts [][]byte, fn Fn) ([]byte, error) {
+	last := len(parts) - 1
+	for p, part := range parts {
+		if len(part) != len(parts[o.c.me]) {
+			return nil, o.lengths(o.c.members[o.c.me][0], len(parts[o.c.me]), o.c.members[p][0], len(part))
+		}
+	}
+	total := append([]byte(nil), parts[last]...)
+	for p := last - 1; p >= 0; p-- {
+		if err := o.combine(fn, parts[p], total); err != nil {
+			return nil, err
+		}
+	}
+	return total, nil
+}
+
+// hostSeq is the sequence number of the host-mode set-up's messages on the
+// channel: no call has it, so the calls' alarms and signatures never touch them.
+const hostSeq = 1<<64 - 1
+
+// The set-up's steps, as tags.
+const (
+	tagOffer   int32 = 1 + iota // proc index 0 names its segment: pid, descriptor, nonce
+	tagMapped                   // each other proc says whether it mapped it
+	tagVerdict                  // proc index 0 says whether every proc did
+)
+
+// setUp makes the communicator's segment, at its first call, if every proc of
+// it runs on this host: proc index 0 creates it and names it to the others
+// (its pid, the descriptor, a random nonce written in the segment), each other
+// proc opens it through /proc (so no file is ever left behind) and checks the
+// nonce, and proc index 0 tells them all whether every proc mapped it. The
+// answer is the same everywhere: host mode, or the channel as before.
+func (c *Comm) setUp() {
+	size := segmentBytes(len(c.procs))
+	send := func(p int, tag int32, data []byte) error {
+		return c.net.Send(c.procs[p], c.ctx, hostSeq, tag, Msg{Data: data})
+	}
+	recv := func(p int, tag int32) []byte {
+		m, err := c.net.Recv(c.procs[p], c.ctx, hostSeq, tag, 0)
+		if err != nil {
+			return nil
+		}
+		return m.Data
+	}
+	var seg *shmem.Segment
+	ok := true
+	if c.me == 0 {
+		var offer []byte
+		s, f, err := shmem.Create(size)
+		if err == nil {
+			defer f.Close()
+			seg = s
+			offer = binary.LittleEndian.AppendUint64(nil, uint64(os.Getpid()))
+			offer = binary.LittleEndian.AppendUint64(offer, uint64(f.Fd()))
+			var nonce [8]byte
+			rand.Read(nonce[:])
+			copy(seg.Mem[offNonce:], nonce[:])
+			offer = append(offer, nonce[:]...)
+		}
+		for p := 1; p < len(c.procs); p++ {
+			send(p, tagOffer, offer)
+		}
+		for p := 1; p < len(c.procs); p++ {
+			m := recv(p, tagMapped)
+			ok = ok && len(m) == 1 && m[0] == 1 && seg != nil
+		}
+		verdict := []byte{0}
+		if ok {
+			verdict[0] = 1
+		}
+		for p := 1; p < len(c.procs); p++ {
+			send(p, tagVerdict, verdict)
+		}
+	} else {
+		seg = openOffer(recv(0, tagOffer), size)
+		mapped := []byte{0}
+		if seg != nil {
+			mapped[0] = 1
+		}
+		send(0, tagMapped, mapped)
+		v := recv(0, tagVerdict)
+		ok = len(v) == 1 && v[0] == 1
+	}
+	if !ok {
+		if seg != nil {
+			seg.Unmap()
+		}
+		return
+	}
+	h := &host{seg: seg, procs: len(c.procs), me: c.me, crowded: c.net.crowded,
+		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers)}
+	runtime.AddCleanup(c, func(s *shmem.Segment) { s.Unmap() }, seg)
+	c.host = h
+}
+
+// openOffer maps the segment that offer names, or returns nil.
+func openOffer(offer []byte, size int) *shmem.Segment {
+	if len(offer) != 24 {
+		return nil
+	}
+	pid, fd := binary.LittleEndian.Uint64(offer), binary.LittleEndian.Uint64(offer[8:])
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	seg, err := shmem.Map(f, size)
+	if err != nil {
+		return nil
+	}
+	if string(seg.Mem[offNonce:offNonce+8]) != string(offer[16:]) {
+		seg.Unmap() // another process's descriptor: we do not share its pids
+		return nil
+	}
+	return seg
+}

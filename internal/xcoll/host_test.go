@@ -1,0 +1,233 @@
+package xcoll
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/shmem"
+)
+
+// hostComms returns the communicators of a communicator whose rank r lives in
+// proc procOf[r], the procs in host mode.
+func hostComms(procOf []int, aborted chan struct{}) ([]*Net, []*Comm) {
+	procs := slices.Max(procOf) + 1
+	nets := hostMesh(procs, aborted)
+	comms := make([]*Comm, procs)
+	for p := range comms {
+		comms[p] = New(nets[p], 5, procOf, coll.NewJob(), 0)
+	}
+	return nets, comms
+}
+
+// TestHostRunAheadBounded: in host mode a Bcast's root waits for nobody but the
+// entries' reuse, so it gets at most hostSlots calls ahead of a proc that makes
+// none, and that proc then gets every Bcast's data.
+func TestHostRunAheadBounded(t *testing.T) {
+	procOf := []int{0, 0, 1, 2, 2}
+	const calls = 5 * hostSlots
+	nets, comms := hostComms(procOf, make(chan struct{}))
+	var rootDone atomic.Int64
+	hold := make(chan struct{})
+	results := make([]error, len(procOf))
+	var wg sync.WaitGroup
+	for r, p := range procOf {
+		wg.Go(func() {
+			bcast := func(i int) error {
+				buf := make([]byte, 8)
+				if r == 0 {
+					binary.LittleEndian.PutUint64(buf, uint64(i))
+				}
+				if err := comms[p].Bcast(r, buf, 1, 0); err != nil {
+					return err
+				}
+				if got := binary.LittleEndian.Uint64(buf); got != uint64(i) {
+					return fmt.Errorf("rank %d: Bcast %d got %d", r, i, got)
+				}
+				return nil
+			}
+			if results[r] = bcast(0); results[r] != nil { // sets up host mode
+				return
+			}
+			if p == 2 {
+				<-hold // the last proc is slow to call
+			}
+			for i := 1; i < calls; i++ {
+				if results[r] = bcast(i); results[r] != nil {
+					return
+				}
+				if r == 0 {
+					rootDone.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := rootDone.Load(); got < hostSlots-2 || got > hostSlots {
+		t.Errorf("the root ran %d Bcasts ahead of a proc that made none, want %d", got, hostSlots-1)
+	}
+	close(hold)
+	wg.Wait()
+	noErrors(t, results)
+	for p, n := range nets {
+		if k := n.pending(); k != 0 {
+			t.Errorf("proc %d: %d messages left behind", p, k)
+		}
+	}
+}
+
+// TestHostWaitEnds: a leader waiting for another proc's entry is released with
+// coll.ErrAborted when the job ends or a proc is lost, even if the other proc
+// never comes.
+func TestHostWaitEnds(t *testing.T) {
+	for _, end := range []string{"abort", "lost proc"} {
+		t.Run(end, func(t *testing.T) {
+			aborted := make(chan struct{})
+			nets, comms := hostComms([]int{0, 1}, aborted)
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Go(func() {
+					if err := comms[r].Barrier(r); err != nil { // sets up host mode
+						t.Errorf("rank %d: %v", r, err)
+					}
+				})
+			}
+			wg.Wait()
+			done := make(chan error, 1)
+			go func() { done <- comms[0].Barrier(0) }()
+			time.Sleep(2 * hostPoll) // long enough to sleep on the bell
+			if end == "abort" {
+				close(aborted)
+			} else {
+				nets[0].Lost(1, errors.New("gone"))
+			}
+			select {
+			case err := <-done:
+				if err != coll.ErrAborted {
+					t.Fatalf("the waiting Barrier: %v, want coll.ErrAborted", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiting Barrier still waits")
+			}
+		})
+	}
+}
+
+// TestHostLargeParts: parts too long for an entry go on the channel, a Reduce's
+// to the root's proc and a Bcast's down the tree, and an Allreduce with one
+// such part runs on the channel on every proc; each gives the right result, and
+// lengths that differ across the limit are an error, not a hang.
+func TestHostLargeParts(t *testing.T) {
+	procOf := []int{0, 1, 1, 2}
+	n := len(procOf)
+	hosted = true
+	defer func() { hosted = false }()
+	noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+		for _, size := range []int{HostData, HostData + 2, 3 * HostData} {
+			buf := make([]byte, size)
+			if r == 2 {
+				buf[0], buf[size-1] = 7, 9
+			}
+			if err := c.Bcast(r, buf, 1, 2); err != nil {
+				return err
+			}
+			if buf[0] != 7 || buf[size-1] != 9 {
+				return fmt.Errorf("Bcast of %d bytes: got %d...%d", size, buf[0], buf[size-1])
+			}
+			send := bytes.Repeat([]byte{byte(r), 1}, size/2)
+			got := make([]byte, size)
+			if err := c.Reduce(r, send, got, 2, firstFn, false, 1); err != nil {
+				return err
+			}
+			if r == 1 && (got[0] != 0 || got[size-1] != byte(n)) {
+				return fmt.Errorf("Reduce of %d bytes: got %v...%v", size, got[:2], got[size-2:])
+			}
+			if err := c.Allreduce(r, send, got, 2, firstFn, false); err != nil {
+				return err
+			}
+			if got[0] != 0 || got[size-1] != byte(n) {
+				return fmt.Errorf("Allreduce of %d bytes: got %v...%v", size, got[:2], got[size-2:])
+			}
+		}
+		// The last rank's part alone is too long for an entry.
+		size := HostData
+		if r == n-1 {
+			size += 2
+		}
+		err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
+		if err == nil {
+			return fmt.Errorf("Allreduce with rank %d's part %d bytes longer: no error", n-1, 2)
+		}
+		return c.Barrier(r)
+	}))
+}
+
+// TestHostOffer: a proc maps only the segment an offer names, with the nonce it
+// names; a short offer, a descriptor that is not there or one of another
+// segment are refused.
+func TestHostOffer(t *testing.T) {
+	size := segmentBytes(2)
+	seg, f, err := shmem.Create(size)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	defer seg.Unmap()
+	copy(seg.Mem[offNonce:], "8 bytes!")
+	offer := func(pid, fd int, nonce string) []byte {
+		b := binary.LittleEndian.AppendUint64(nil, uint64(pid))
+		b = binary.LittleEndian.AppendUint64(b, uint64(fd))
+		return append(b, nonce...)
+	}
+	good := offer(os.Getpid(), int(f.Fd()), "8 bytes!")
+	m := openOffer(good, size)
+	if m == nil {
+		t.Fatal("the segment's own offer was refused")
+	}
+	m.Word64(offDone).Store(42)
+	if got := seg.Word64(offDone).Load(); got != 42 {
+		t.Fatalf("a word written through the offer's mapping reads %d in the creator's, want 42", got)
+	}
+	m.Unmap()
+	for name, bad := range map[string][]byte{
+		"short":         good[:23],
+		"no descriptor": offer(os.Getpid(), 1<<20, "8 bytes!"),
+		"other nonce":   offer(os.Getpid(), int(f.Fd()), "8 bytes?"),
+		"not a segment": offer(os.Getpid(), 0, "8 bytes!"),
+	} {
+		if m := openOffer(bad, size); m != nil {
+			m.Unmap()
+			t.Errorf("%s: mapped", name)
+		}
+	}
+	if m := openOffer(good, size+lineBytes); m != nil {
+		m.Unmap()
+		t.Error("mapped a segment of another size")
+	}
+}
+
+// FuzzEntryHead: whatever another proc wrote in an entry, head returns a part
+// within the entry or an error, and never panics.
+func FuzzEntryHead(f *testing.F) {
+	f.Add(make([]byte, entryHead))
+	ok := make([]byte, entryHead)
+	binary.LittleEndian.PutUint32(ok[16:], entData)
+	binary.LittleEndian.PutUint32(ok[24:], 5)
+	f.Add(ok)
+	f.Fuzz(func(t *testing.T, head []byte) {
+		e := entry{make([]byte, entryBytes)}
+		copy(e.b, head)
+		_, what, _, data, err := e.head()
+		if err == nil && (len(data) > HostData || what < entNone || what > entFault) {
+			t.Fatalf("holds %d, %d bytes of part, no error", what, len(data))
+		}
+	})
+}
