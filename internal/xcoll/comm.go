@@ -38,7 +38,9 @@ import (
 // messages (a fault instead of data) to every leader that would otherwise wait
 // for that message: nobody hangs, and an Allreduce or a gather makes every proc
 // learn of a fault anywhere, a Reduce its root, while a broadcast's fault
-// reaches the procs below it in the tree.
+// reaches the procs below it in the tree. When every proc is on one host, the
+// leaders' step of Barrier, Bcast, Reduce and Allreduce is in a segment of
+// memory they share instead (host mode, host.go).
 
 // Fn is a reduction: inout = in op inout, element by element.
 type Fn = func(in, inout []byte)
