@@ -26,7 +26,8 @@ import (
 // Reduce and Allreduce, its part (the root's data, a proc's fold, a fault), and
 // the others read what their collective needs. So a proc that waits for
 // another's entry is never left waiting by a proc that made another call: it
-// finds the other signature there. The segment holds the entries of hostSlots
+// finds the other signature there (or in the Bcast root's entry, when one of
+// the Bcast's other procs found the root's data there and did not post). The segment holds the entries of hostSlots
 // calls; a leader writes its entry of call s once every proc is done with call
 // s-hostSlots, which also bounds how far a Bcast's root runs ahead.
 
@@ -220,13 +221,30 @@ func (o *call) finished() {
 // read waits for proc index p's entry of the call and returns what it holds:
 // its part, or the fault it carries, or the fault of a proc that made another
 // call (after which the leader alarms the procs on the channel, which may wait
-// for messages of ours). The part stays valid until the call is finished.
+// for messages of ours). While it waits it also looks, now and then, at every
+// proc's entry, since a Bcast's other procs post theirs only when they have to
+// wait (hostBcastInto): a proc whose call differs from theirs finds the root's.
+// The part stays valid until the call is finished.
 func (o *call) read(p int) (what uint32, data []byte, err error) {
 	if o.split != nil {
 		return 0, nil, o.split
 	}
-	e := o.c.host.entry(o.seq, p)
-	if err := o.waitFor(func() bool { return e.seq().Load() == o.seq+1 }); err != nil {
+	h := o.c.host
+	e := h.entry(o.seq, p)
+	looks := 0
+	err = o.waitFor(func() bool {
+		if e.seq().Load() == o.seq+1 {
+			return true
+		}
+		if looks++; looks%64 == 0 {
+			if q := o.odd(); q >= 0 {
+				p, e = q, h.entry(o.seq, q)
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
 		return 0, nil, err
 	}
 	sig, what, class, data, err := e.head()
@@ -240,6 +258,19 @@ func (o *call) read(p int) (what uint32, data []byte, err error) {
 		return 0, nil, o.fault(errs.Class(class), errs.None, "%s", data)
 	}
 	return what, data, nil
+}
+
+// odd returns the index of a proc whose entry of the call holds another
+// signature than ours, or -1.
+func (o *call) odd() int {
+	h := o.c.host
+	for q := range h.procs {
+		e := h.entry(o.seq, q)
+		if e.seq().Load() == o.seq+1 && binary.LittleEndian.Uint64(e.b[8:]) != o.sig {
+			return q
+		}
+	}
+	return -1
 }
 
 // misses is the fault of a proc whose entry lacks the part the call needs: it
@@ -287,10 +318,16 @@ func (o *call) hostBcast(data []byte, err error) error {
 
 // hostBcastInto is Bcast's leaders' step in host mode at the other procs: it
 // copies the root's data from proc index root's entry, or receives it down the
-// tree, into buf, whose length must be the root's.
+// tree, into buf, whose length must be the root's. It posts its own entry only
+// if the root's is not there yet: in a stream of Bcasts the root is ahead, and
+// P-1 posts a call were as many cache lines taken from the procs that read them
+// last. A proc that makes another call then finds the root's entry (read); one
+// that would wait for ours finds ours, since we wait only after posting it.
 func (o *call) hostBcastInto(root int, buf []byte) error {
-	if err := o.post(entNone, 0, nil); err != nil {
-		return err
+	if o.c.host.entry(o.seq, root).seq().Load() != o.seq+1 {
+		if err := o.post(entNone, 0, nil); err != nil {
+			return err
+		}
 	}
 	defer o.finished()
 	what, data, err := o.read(root)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weft-mpi/weft/internal/coll"
+	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/shmem"
 )
 
@@ -230,4 +231,41 @@ func FuzzEntryHead(f *testing.F) {
 			t.Fatalf("holds %d, %d bytes of part, no error", what, len(data))
 		}
 	})
+}
+
+// TestHostUnpostedBcast: a Bcast's other proc that finds the root's data there
+// posts no entry of its own, so a proc that made another call and waits for
+// that entry must find the root's entry and its other signature instead of
+// waiting for ever. The procs then go on together.
+func TestHostUnpostedBcast(t *testing.T) {
+	hosted = true
+	defer func() { hosted = false }()
+	results := runLeaving(t, []int{0, 1, 2}, true, func(c *Comm, r int) error {
+		if err := c.Barrier(r); err != nil { // sets up host mode
+			return err
+		}
+		var err error
+		switch r {
+		case 0:
+			time.Sleep(20 * time.Millisecond) // the root's entry is there by now
+			buf := make([]byte, 4)
+			if err = c.Bcast(r, buf, 1, 1); err == nil && buf[3] != 7 {
+				err = fmt.Errorf("Bcast got %v", buf)
+			}
+		case 1:
+			err = c.Bcast(r, []byte{0, 0, 0, 7}, 1, 1)
+		case 2:
+			err = c.Barrier(r)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Class != errs.Arg {
+				return fmt.Errorf("Barrier while the others Bcast: %v, want an ErrArg", err)
+			}
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+		return c.Barrier(r)
+	})
+	noErrors(t, results)
 }
