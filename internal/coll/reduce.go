@@ -12,6 +12,11 @@ import (
 // arrived claims pieces, so that several processors combine a long vector at once.
 const chunkBytes = 16 << 10
 
+// Piece is the bytes of the pieces a reduction of elements of elem bytes is cut
+// into: the user's function sees whole pieces (and elements), which the
+// collectives across procs keep (internal/xcoll).
+func Piece(elem int) int { return max(chunkBytes/elem, 1) * elem }
+
 // reduceEager is the largest Reduce whose ranks copy their contributions into the
 // episode, so that every rank but the root leaves as soon as it has arrived:
 // successive reductions then pipeline, as small broadcasts do (bcastEager), and
@@ -119,7 +124,7 @@ func (c *Comm) plan(e *episode) {
 	if e.kind == allreduce {
 		e.target = c.n - 1
 	}
-	e.chunk = max(chunkBytes/e.elem, 1) * e.elem
+	e.chunk = Piece(e.elem)
 	e.chunks = (want + e.chunk - 1) / e.chunk
 	e.left.Store(int64(e.chunks))
 	if e.chunks == 0 {

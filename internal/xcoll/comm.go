@@ -778,18 +778,20 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 	}
 	var total []byte
 	var err error
-	hosted := false // the leaders folded on the segment
+	hosted := o.leader() && folds && c.host != nil // the leaders fold in the segment (only they may read c.host)
 	if folds {
 		var acc []byte
-		if o.leader() {
+		switch {
+		case hosted && k == coll.KindAllreduce && len(send) > HostData:
+			acc = c.host.scratch(0, len(send))
+		case o.leader():
 			acc = make([]byte, len(send))
 		}
 		err = o.sameCall(o.fromLocal(c.local.Reduce(o.lr, send, acc, elem, fn, 0)))
-		if o.leader() && c.host != nil {
-			total, hosted, err = o.hostFold(c.procOf[root], acc, fn, err)
-		}
 		switch {
-		case !o.leader() || hosted || err == coll.ErrAborted:
+		case hosted:
+			total, err = o.hostFold(c.procOf[root], acc, fn, err)
+		case !o.leader() || err == coll.ErrAborted:
 		case exchange:
 			total, err = o.exchange(acc, fn, err)
 		default:

@@ -62,26 +62,35 @@ const (
 	entData             // the part, in the entry
 	entNet              // the part, on the collective channel
 	entFault            // the class of a fault the proc met, and its detail
+	entBig              // the part's length: the part goes through the large areas
 )
 
-func segmentBytes(procs int) int { return offDone + procs*lineBytes + hostSlots*procs*entryBytes }
+func segmentBytes(procs int) int {
+	return offDone + procs*lineBytes + hostSlots*procs*entryBytes + procs*lineBytes + (procs+2)*bigChunk(procs)
+}
 
 // host is a communicator's segment as this proc's leader sees it.
 type host struct {
-	seg      *shmem.Segment
-	procs    int
-	me       int  // our proc's index
-	crowded  bool // more procs on the host than CPUs: yield the CPU between looks
-	bell     *atomic.Uint32
-	sleepers *atomic.Uint32
-	free     uint64 // every proc was done with this many calls when we last looked
+	seg       *shmem.Segment
+	procs     int
+	me        int  // our proc's index
+	crowded   bool // more procs on the host than CPUs: yield the CPU between looks
+	bell      *atomic.Uint32
+	sleepers  *atomic.Uint32
+	free      uint64    // every proc was done with this many calls when we last looked
+	chunk     int       // bytes of a proc's large area (hostbig.go)
+	chunks    uint64    // chunks of large Allreduces so far, the same on every proc
+	scratches [2][]byte // see scratch
 }
 
 func (h *host) done(p int) *atomic.Uint64 { return h.seg.Word64(offDone + p*lineBytes) }
 
+// entries is the offset of the entries.
+func (h *host) entries() int { return offDone + h.procs*lineBytes }
+
 // entry is proc p's entry of call seq.
 func (h *host) entry(seq uint64, p int) entry {
-	off := offDone + h.procs*lineBytes + (int(seq%hostSlots)*h.procs+p)*entryBytes
+	off := h.entries() + (int(seq%hostSlots)*h.procs+p)*entryBytes
 	return entry{h.seg.Mem[off : off+entryBytes : off+entryBytes]}
 }
 
@@ -97,7 +106,7 @@ func (e entry) head() (sig uint64, what, class uint32, data []byte, err error) {
 	what = binary.LittleEndian.Uint32(e.b[16:])
 	class = binary.LittleEndian.Uint32(e.b[20:])
 	n := binary.LittleEndian.Uint32(e.b[24:])
-	if n > HostData || what < entNone || what > entFault {
+	if n > HostData || what < entNone || what > entBig {
 		return 0, 0, 0, nil, fmt.Errorf("xcoll: corrupt entry in the host segment (holds %d, length %d)", what, n)
 	}
 	return sig, what, class, e.b[entryHead : entryHead+int(n)], nil
@@ -357,13 +366,12 @@ func (o *call) hostBcastInto(root int, buf []byte) error {
 // an Allreduce, the root's for a Reduce) fold the procs' folds in proc order,
 // which keeps rank order since every proc's ranks are consecutive or the op
 // commutes. Every proc of an Allreduce computes the same fold, so all get the
-// same bits. A part that does not fit an entry goes on the channel: to the
-// root's proc for a Reduce; for an Allreduce every proc sees that some part is
-// on the channel, and hostFold returns hosted false: they all run the
-// channel's algorithm instead.
-func (o *call) hostFold(root int, acc []byte, fn Fn, err error) (total []byte, hosted bool, _ error) {
+// same bits. A Reduce's part that does not fit an entry goes on the channel,
+// to the root's proc; an Allreduce's goes through the segment's large areas
+// (bigAllreduce), which every proc knows to use since it reads every entry.
+func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) {
 	if err == coll.ErrAborted {
-		return nil, true, err
+		return nil, err
 	}
 	c, h := o.c, o.c.host
 	all := o.k == coll.KindAllreduce
@@ -371,67 +379,85 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) (total []byte, h
 		onNet, perr := o.postPart(acc, err)
 		o.finished()
 		if perr != nil {
-			return nil, true, perr
+			return nil, perr
 		}
 		if onNet {
-			return nil, true, o.send(root, tagUp, acc, err)
+			return nil, o.send(root, tagUp, acc, err)
 		}
-		return nil, true, err
+		return nil, err
 	}
+	big := all && len(acc) > HostData
 	var perr error
-	onNet := false // some part is on the channel: an Allreduce runs there
-	if all {
-		onNet, perr = o.postPart(acc, err)
-	} else {
+	switch {
+	case !all:
 		perr = o.post(entNone, 0, nil)
+	case big && err == nil:
+		perr = o.post(entBig, 0, binary.LittleEndian.AppendUint64(nil, uint64(len(acc))))
+	default:
+		_, perr = o.postPart(acc, err)
 	}
 	if err = worse(err, perr); err != nil {
 		o.finished()
-		return nil, true, err
+		return nil, err
 	}
+	defer o.finished()
 	parts := make([][]byte, h.procs)
+	lens := make([]int, h.procs) // the parts' lengths, also of those in the large areas
 	for p := range h.procs {
 		if p == c.me {
-			parts[p] = acc
+			parts[p], lens[p] = acc, len(acc)
 			continue
 		}
 		what, data, rerr := o.read(p)
+		lens[p] = len(data)
 		switch {
 		case rerr != nil:
 			err = worse(err, rerr)
-		case what == entNet && all:
-			onNet = true
-		case what == entNet:
+		case what == entBig && all && len(data) == 8:
+			big = true
+			lens[p] = int(min(binary.LittleEndian.Uint64(data), 1<<62))
+		case what == entNet && !all:
 			data, rerr = o.recv(p, tagUp)
+			lens[p] = len(data)
 			err = worse(err, rerr)
 		case what != entData:
 			err = worse(err, o.misses(p))
 		}
 		if err == coll.ErrAborted {
-			o.finished()
-			return nil, true, err
+			return nil, err
 		}
 		parts[p] = data
 	}
-	if err == nil && onNet {
-		o.finished()
-		return nil, false, nil
+	switch {
+	case err != nil:
+		return nil, err
+	case big:
+		if err := o.sameLengths(lens); err != nil {
+			return nil, err
+		}
+		return o.bigAllreduce(acc, fn)
 	}
-	if err == nil {
-		total, err = o.foldParts(parts, fn)
+	if err := o.sameLengths(lens); err != nil {
+		return nil, err
 	}
-	o.finished()
-	return total, true, err
+	return o.foldParts(parts, fn)
 }
 
-// foldParts returns parts[0] op parts[1] op ... in a new buffer.
-func (o *call) foldParts(parts [][]byte, fn Fn) ([]byte, error) {
-	last := len(parts) - 1
-	for p, part := range parts {
-		if len(part) != len(parts[o.c.me]) {
-			return nil, o.lengths(o.c.members[o.c.me][0], len(parts[o.c.me]), o.c.members[p][0], len(part))
+// sameLengths checks that every proc's part is as long as ours.
+func (o *call) sameLengths(lens []int) error {
+	mine := lens[o.c.me]
+	for p, n := range lens {
+		if n != mine {
+			return o.lengths(o.c.members[o.c.me][0], mine, o.c.members[p][0], n)
 		}
 	}
+	return nil
+}
+
+// foldParts returns parts[0] op parts[1] op ... (all of one length) in a new
+// buffer.
+func (o *call) foldParts(parts [][]byte, fn Fn) ([]byte, error) {
+	last := len(parts) - 1
 	total := append([]byte(nil), parts[last]...)
 	for p := last - 1; p >= 0; p-- {
 		if err := o.combine(fn, parts[p], total); err != nil {
@@ -516,7 +542,7 @@ func (c *Comm) setUp() {
 		return
 	}
 	h := &host{seg: seg, procs: len(c.procs), me: c.me, crowded: c.net.crowded,
-		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers)}
+		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers), chunk: bigChunk(len(c.procs))}
 	runtime.AddCleanup(c, func(s *shmem.Segment) { s.Unmap() }, seg)
 	c.host = h
 }

@@ -122,17 +122,21 @@ func TestHostWaitEnds(t *testing.T) {
 	}
 }
 
-// TestHostLargeParts: parts too long for an entry go on the channel, a Reduce's
-// to the root's proc and a Bcast's down the tree, and an Allreduce with one
-// such part runs on the channel on every proc; each gives the right result, and
-// lengths that differ across the limit are an error, not a hang.
+// TestHostLargeParts: parts too long for an entry go on the channel, a Bcast's
+// down the tree and a Reduce's to the root's proc, and an Allreduce's through
+// the large areas, a chunk at a time (here up to three chunks and a piece, of
+// elements of 2 bytes, which the chunks do not hold a whole number of); each
+// gives the right result in rank order, and lengths that differ across the
+// limit are an error, not a hang; a reduction function that panics at one
+// proc's leader fails every rank.
 func TestHostLargeParts(t *testing.T) {
 	procOf := []int{0, 1, 1, 2}
 	n := len(procOf)
+	chunk := bigChunk(3)
 	hosted = true
 	defer func() { hosted = false }()
 	noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-		for _, size := range []int{HostData, HostData + 2, 3 * HostData} {
+		for _, size := range []int{HostData, HostData + 2, 3 * HostData, chunk, 3*chunk + 14} {
 			buf := make([]byte, size)
 			if r == 2 {
 				buf[0], buf[size-1] = 7, 9
@@ -148,14 +152,19 @@ func TestHostLargeParts(t *testing.T) {
 			if err := c.Reduce(r, send, got, 2, firstFn, false, 1); err != nil {
 				return err
 			}
-			if r == 1 && (got[0] != 0 || got[size-1] != byte(n)) {
+			want := bytes.Repeat([]byte{0, byte(n)}, size/2)
+			if r == 1 && !bytes.Equal(got, want) {
 				return fmt.Errorf("Reduce of %d bytes: got %v...%v", size, got[:2], got[size-2:])
 			}
-			if err := c.Allreduce(r, send, got, 2, firstFn, false); err != nil {
+			clear(got)
+			// Elements of 1 byte, which firstFn folds in pairs: every slice a
+			// proc folds must be whole pieces (an even length), as in one proc.
+			if err := c.Allreduce(r, send, got, 1, firstFn, false); err != nil {
 				return err
 			}
-			if got[0] != 0 || got[size-1] != byte(n) {
-				return fmt.Errorf("Allreduce of %d bytes: got %v...%v", size, got[:2], got[size-2:])
+			if !bytes.Equal(got, want) {
+				i := slices.IndexFunc(got, func(b byte) bool { return b != want[0] && b != want[1] })
+				return fmt.Errorf("Allreduce of %d bytes: byte %d of %d differs", size, i, size)
 			}
 		}
 		// The last rank's part alone is too long for an entry.
@@ -164,8 +173,26 @@ func TestHostLargeParts(t *testing.T) {
 			size += 2
 		}
 		err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
-		if err == nil {
-			return fmt.Errorf("Allreduce with rank %d's part %d bytes longer: no error", n-1, 2)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Class != errs.Count {
+			return fmt.Errorf("Allreduce with rank %d's part 2 bytes longer: %v, want an ErrCount", n-1, err)
+		}
+		// A reduction that panics at one proc's leader, in the second chunk.
+		boom := func(in, inout []byte) {
+			for i := 0; i < len(in); i += 2 {
+				if in[i] == 0xee {
+					panic("boom")
+				}
+			}
+			firstFn(in, inout)
+		}
+		send := make([]byte, 2*chunk)
+		if r == 0 {
+			send[len(send)-2] = 0xee // in the last slice: proc index 2 folds it
+		}
+		err = c.Allreduce(r, send, make([]byte, len(send)), 2, boom, false)
+		if !errors.As(err, &e) || e.Class != errs.Op {
+			return fmt.Errorf("Allreduce whose op panics: %v, want an ErrOp", err)
 		}
 		return c.Barrier(r)
 	}))
