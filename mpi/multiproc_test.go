@@ -592,7 +592,7 @@ func weftRunDeath(t *testing.T, name string) {
 // survive is a job of 3 procs of 2 ranks in errors-return mode whose proc 2
 // (ranks 4 and 5) dies while the others wait for it in every way (receives,
 // wildcard receives, a probe, a synchronous send, a Barrier its ranks never
-// join): each survivor
+// join, in host mode): each survivor
 // checks that what involved the dead proc failed with ErrProcFailed naming it,
 // and that it still talks to the other survivors, in its proc and across.
 func survive(c *mpi.Comm) error {
@@ -600,6 +600,11 @@ func survive(c *mpi.Comm) error {
 	me := c.Rank()
 	if c.Size() != 6 {
 		return fmt.Errorf("survive wants 6 ranks, got %d", c.Size())
+	}
+	// A first collective: the procs' leaders of the world set up host mode, so
+	// that the Barrier under way below waits in the shared segment.
+	if err := c.Barrier(); err != nil {
+		return err
 	}
 	switch me {
 	case 4: // dies once every survivor waits
