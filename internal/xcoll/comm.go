@@ -39,8 +39,8 @@ import (
 // for that message: nobody hangs, and an Allreduce or a gather makes every proc
 // learn of a fault anywhere, a Reduce its root, while a broadcast's fault
 // reaches the procs below it in the tree. When every proc is on one host, the
-// leaders' step of Barrier, Bcast, Reduce and Allreduce is in a segment of
-// memory they share instead (host mode, host.go).
+// leaders' step of Barrier, Bcast, Reduce, Allreduce, Gather and Allgather is in
+// a segment of memory they share instead (host mode, host.go).
 
 // Fn is a reduction: inout = in op inout, element by element.
 type Fn = func(in, inout []byte)
@@ -220,7 +220,11 @@ func (o *call) leader() bool { return o.lr == 0 }
 // host mode: else the call's entry holds no part (pass). A Reduce or Allreduce
 // whose procs cannot fold in proc order passes in reduce.
 func onHost(k kind) bool {
-	return k == coll.KindBarrier || k == coll.KindBcast || k == coll.KindReduce || k == coll.KindAllreduce
+	switch k {
+	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather:
+		return true
+	}
+	return false
 }
 
 // fault returns an error of the call about peer.
@@ -839,15 +843,21 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 // collect gathers the ranks' sends to the leader of each proc (a local Gather),
 // then the procs' to proc index 0, whose leader returns them by proc index.
 func (o *call) collect(send []byte, elem int) ([][]byte, error) {
-	var blob []byte
-	if o.leader() {
-		blob = make([]byte, len(o.c.members[o.c.me])*len(send))
-	}
-	err := o.sameCall(o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0)))
+	blob, err := o.gatherLocal(send, elem)
 	if !o.leader() || err == coll.ErrAborted {
 		return nil, err
 	}
 	return o.gather(blob, err)
+}
+
+// gatherLocal gathers the ranks' sends to the leader of each proc (a local
+// Gather), which returns them in rank order.
+func (o *call) gatherLocal(send []byte, elem int) ([]byte, error) {
+	var blob []byte
+	if o.leader() {
+		blob = make([]byte, len(o.c.members[o.c.me])*len(send))
+	}
+	return blob, o.sameCall(o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0)))
 }
 
 // blocks checks that proc index i's blob holds a block of m bytes for each of its
@@ -910,9 +920,21 @@ func (c *Comm) Allgather(rank int, send, recv []byte, elem int) error {
 func (c *Comm) gather(k kind, rank, root int, send, recv []byte, elem int) error {
 	o := c.start(rank, k, root, elem)
 	o.arrive()
-	blobs, err := o.collect(send, elem)
+	var blobs [][]byte
 	var full []byte
-	if o.leader() {
+	var err error
+	hosted := false // the leaders gathered in the segment
+	if o.leader() && c.host != nil {
+		var blob []byte
+		if blob, err = o.gatherLocal(send, elem); err != coll.ErrAborted {
+			if full, hosted, err = o.hostGather(blob, len(send), err); !hosted {
+				blobs, err = o.gather(blob, err)
+			}
+		}
+	} else {
+		blobs, err = o.collect(send, elem)
+	}
+	if o.leader() && !hosted {
 		if c.me == 0 && err == nil {
 			full, err = o.assemble(blobs, len(send))
 		}

@@ -23,7 +23,8 @@ import (
 // segment costs a store and a load. Every call of the communicator has an entry
 // per proc in the segment: the proc's leader writes it at the start of the call,
 // whatever the collective, with the call's signature and, for Barrier, Bcast,
-// Reduce and Allreduce, its part (the root's data, a proc's fold, a fault), and
+// Reduce, Allreduce, Gather and Allgather, its part (the root's data, a proc's
+// fold or blocks, a fault), and
 // the others read what their collective needs. So a proc that waits for
 // another's entry is never left waiting by a proc that made another call: it
 // finds the other signature there (or in the Bcast root's entry, when one of
@@ -441,6 +442,65 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 		return nil, err
 	}
 	return o.foldParts(parts, fn)
+}
+
+// hostGather is the leaders' step of Gather and Allgather in host mode: every
+// proc posts its ranks' blocks (blob, m bytes a rank), and the procs that need
+// them (every one for an Allgather, the root's for a Gather) put them in rank
+// order. A blob longer than an entry goes on the channel: a Gather's to the
+// root's proc; an Allgather with such a blob anywhere runs on the channel on
+// every proc (hosted false), since every proc sees every entry.
+func (o *call) hostGather(blob []byte, m int, err error) (full []byte, hosted bool, _ error) {
+	c := o.c
+	all := o.k == coll.KindAllgather
+	root := c.procOf[o.root]
+	onNet, perr := o.postPart(blob, err)
+	if !all && c.me != root {
+		o.finished()
+		switch {
+		case perr != nil:
+			return nil, true, perr
+		case onNet:
+			return nil, true, o.send(root, tagUp, blob, err)
+		}
+		return nil, true, err
+	}
+	if err = worse(err, perr); err != nil {
+		o.finished()
+		return nil, true, err
+	}
+	defer o.finished()
+	blobs := make([][]byte, len(c.procs))
+	for p := range c.procs {
+		if p == c.me {
+			blobs[p] = blob
+			continue
+		}
+		what, data, rerr := o.read(p)
+		switch {
+		case rerr != nil:
+			err = worse(err, rerr)
+		case what == entNet && all:
+			onNet = true
+		case what == entNet:
+			data, rerr = o.recv(p, tagUp)
+			err = worse(err, rerr)
+		case what != entData:
+			err = worse(err, o.misses(p))
+		}
+		if err == coll.ErrAborted {
+			return nil, true, err
+		}
+		blobs[p] = data
+	}
+	switch {
+	case err != nil:
+		return nil, true, err
+	case all && onNet:
+		return nil, false, nil
+	}
+	full, err = o.assemble(blobs, m)
+	return full, true, err
 }
 
 // sameLengths checks that every proc's part is as long as ours.

@@ -123,7 +123,8 @@ func TestHostWaitEnds(t *testing.T) {
 }
 
 // TestHostLargeParts: parts too long for an entry go on the channel, a Bcast's
-// down the tree and a Reduce's to the root's proc, and an Allreduce's through
+// down the tree, a Reduce's and a Gather's to the root's proc, an Allgather
+// with such a part all on the channel, and an Allreduce's through
 // the large areas, a chunk at a time (here up to three chunks and a piece, of
 // elements of 2 bytes, which the chunks do not hold a whole number of); each
 // gives the right result in rank order, and lengths that differ across the
@@ -166,6 +167,36 @@ func TestHostLargeParts(t *testing.T) {
 				i := slices.IndexFunc(got, func(b byte) bool { return b != want[0] && b != want[1] })
 				return fmt.Errorf("Allreduce of %d bytes: byte %d of %d differs", size, i, size)
 			}
+		}
+		// Blocks of 600 bytes: proc index 1's two ranks' are too long for an
+		// entry, the other procs' fit.
+		block := make([]byte, 600)
+		for i := range block {
+			block[i] = byte(r + i)
+		}
+		all := make([]byte, n*len(block))
+		check := func(what string) error {
+			for j := range n {
+				if got := all[j*len(block) : (j+1)*len(block)]; got[0] != byte(j) || got[599] != byte(j+599) {
+					return fmt.Errorf("%s: block %d starts %d, ends %d", what, j, got[0], got[599])
+				}
+			}
+			return nil
+		}
+		if err := c.Gather(r, block, all, 1, 0); err != nil {
+			return err
+		}
+		if r == 0 {
+			if err := check("Gather"); err != nil {
+				return err
+			}
+		}
+		clear(all)
+		if err := c.Allgather(r, block, all, 1); err != nil {
+			return err
+		}
+		if err := check("Allgather"); err != nil {
+			return err
 		}
 		// The last rank's part alone is too long for an entry.
 		size := HostData
