@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// TestSleepWake: a sleeper on a word of a segment is woken by Wake after the
-// word changed, and does not sleep at all if the word is no longer the value it
-// saw; a mapping of the segment's file sees the same words.
-func TestSleepWake(t *testing.T) {
+// segment returns a new segment of 4096 bytes, unmapped when the test ends,
+// and its file; the test is skipped where there are no segments.
+func segment(t *testing.T) (*Segment, *os.File) {
+	t.Helper()
 	s, f, err := Create(4096)
 	if err == ErrUnsupported {
 		t.Skip(err)
@@ -17,7 +17,15 @@ func TestSleepWake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Unmap()
+	t.Cleanup(func() { s.Unmap() })
+	return s, f
+}
+
+// TestSleepWake: a sleeper on a word of a segment is woken by Wake after the
+// word changed, and does not sleep at all if the word is no longer the value it
+// saw; a mapping of the segment's file sees the same words.
+func TestSleepWake(t *testing.T) {
+	s, f := segment(t)
 	m, err := Map(f, 4096)
 	f.Close()
 	if err != nil {
@@ -51,14 +59,7 @@ func TestSleepWake(t *testing.T) {
 
 // TestMapRefuses: Map takes only a sealed file of the expected size.
 func TestMapRefuses(t *testing.T) {
-	s, f, err := Create(4096)
-	if err == ErrUnsupported {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Unmap()
+	_, f := segment(t)
 	defer f.Close()
 	if m, err := Map(f, 8192); err == nil {
 		m.Unmap()

@@ -124,12 +124,8 @@ func (o *call) waitFor(cond func() bool) error {
 			return nil
 		}
 		if i%64 == 0 {
-			select {
-			case <-n.aborted:
+			if n.ended() {
 				return coll.ErrAborted
-			case <-n.lost:
-				return coll.ErrAborted
-			default:
 			}
 			switch {
 			case start.IsZero():

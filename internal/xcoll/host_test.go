@@ -105,19 +105,7 @@ func TestHostWaitEnds(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- comms[0].Barrier(0) }()
 			time.Sleep(2 * hostPoll) // long enough to sleep on the bell
-			if end == "abort" {
-				close(aborted)
-			} else {
-				nets[0].Lost(1, errors.New("gone"))
-			}
-			select {
-			case err := <-done:
-				if err != coll.ErrAborted {
-					t.Fatalf("the waiting Barrier: %v, want coll.ErrAborted", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the waiting Barrier still waits")
-			}
+			released(t, end, aborted, nets[0], done, "the waiting Barrier")
 		})
 	}
 }

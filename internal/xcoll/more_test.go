@@ -36,152 +36,145 @@ func vlayout(counts []int) ([]int, int) {
 }
 
 func TestMoreCollectives(t *testing.T) {
-	inModes(t, func(t *testing.T) {
-		for _, procOf := range layouts {
-			n := len(procOf)
-			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-					for _, root := range []int{0, n - 1, 1} {
-						// Scatter, blocks of 3 bytes.
-						p := coll.Part{Recv: make([]byte, 4)}
-						if r == root {
-							for j := range n {
-								p.Send = append(p.Send, patBlock(root, j, 3)...)
-							}
-							p.SendBlock = 3
-						}
-						if err := c.Scatter(r, p, 1, root); err != nil {
-							return err
-						}
-						if !bytes.Equal(p.Recv[:3], patBlock(root, r, 3)) || p.Recv[3] != 0 {
-							return fmt.Errorf("Scatter from %d: %v", root, p.Recv)
-						}
-						// Scatterv and Gatherv, uneven counts.
-						counts := make([]int, n)
-						for j := range n {
-							counts[j] = vcount(root, j)
-						}
-						displs, length := vlayout(counts)
-						p = coll.Part{Recv: make([]byte, counts[r])}
-						if r == root {
-							p.Send, p.SendCounts, p.SendDispls = make([]byte, length), counts, displs
-							for j := range n {
-								copy(p.Send[displs[j]:], patBlock(root, j, counts[j]))
-							}
-						}
-						if err := c.Scatterv(r, p, 1, root); err != nil {
-							return err
-						}
-						if !bytes.Equal(p.Recv, patBlock(root, r, counts[r])) {
-							return fmt.Errorf("Scatterv from %d: %v", root, p.Recv)
-						}
-						p = coll.Part{Send: patBlock(r, root, counts[r])}
-						if r == root {
-							p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, length), counts, displs
-						}
-						if err := c.Gatherv(r, p, 1, root); err != nil {
-							return err
-						}
-						for j := 0; r == root && j < n; j++ {
-							if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, patBlock(j, root, counts[j])) {
-								return fmt.Errorf("Gatherv to %d: block %d is %v", root, j, got)
-							}
-						}
-					}
-					// Allgatherv: rank j sends vcount(j, 0) bytes.
-					counts := make([]int, n)
-					for j := range n {
-						counts[j] = vcount(j, 0)
-					}
-					displs, length := vlayout(counts)
-					p := coll.Part{Send: patBlock(r, 0, counts[r]), Recv: make([]byte, length), RecvCounts: counts, RecvDispls: displs}
-					if err := c.Allgatherv(r, p, 1); err != nil {
-						return err
-					}
-					for j := range n {
-						if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, patBlock(j, 0, counts[j])) {
-							return fmt.Errorf("Allgatherv: block %d is %v", j, got)
-						}
-					}
-					// Alltoall, blocks of 2 bytes, and Alltoallv.
-					p = coll.Part{Recv: make([]byte, 2*n), SendBlock: 2, RecvBlock: 2}
-					for j := range n {
-						p.Send = append(p.Send, patBlock(r, j, 2)...)
-					}
-					if err := c.Alltoall(r, p, 1); err != nil {
-						return err
-					}
-					for j := range n {
-						if got := p.Recv[2*j : 2*j+2]; !bytes.Equal(got, patBlock(j, r, 2)) {
-							return fmt.Errorf("Alltoall: block %d is %v", j, got)
-						}
-					}
-					sc, rc := make([]int, n), make([]int, n)
-					for j := range n {
-						sc[j], rc[j] = vcount(r, j), vcount(j, r)
-					}
-					sd, sl := vlayout(sc)
-					rd, rl := vlayout(rc)
-					p = coll.Part{Send: make([]byte, sl), Recv: make([]byte, rl), SendCounts: sc, SendDispls: sd, RecvCounts: rc, RecvDispls: rd}
-					for j := range n {
-						copy(p.Send[sd[j]:], patBlock(r, j, sc[j]))
-					}
-					if err := c.Alltoallv(r, p, 1); err != nil {
-						return err
-					}
-					for j := range n {
-						if got := p.Recv[rd[j] : rd[j]+rc[j]]; !bytes.Equal(got, patBlock(j, r, rc[j])) {
-							return fmt.Errorf("Alltoallv: block %d is %v", j, got)
-						}
-					}
-					// Scan, Exscan, ReduceScatterBlock with firstFn: the first byte
-					// is the lowest rank's, the second counts the ranks folded.
-					got := []byte{99, 99}
-					if err := c.Scan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
-						return err
-					}
-					if !bytes.Equal(got, []byte{0, byte(r + 1)}) {
-						return fmt.Errorf("Scan: %v, want [0 %d]", got, r+1)
-					}
-					got = []byte{99, 99}
-					if err := c.Exscan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
-						return err
-					}
-					if want := []byte{0, byte(r)}; r == 0 && !bytes.Equal(got, []byte{99, 99}) || r > 0 && !bytes.Equal(got, want) {
-						return fmt.Errorf("Exscan: %v", got)
-					}
-					send := make([]byte, 0, 2*n)
-					for j := range n {
-						send = append(send, byte(r*10+j), 1)
-					}
-					if err := c.ReduceScatterBlock(r, coll.Part{Send: send, Recv: got, SendBlock: 2}, 2, firstFn); err != nil {
-						return err
-					}
-					if !bytes.Equal(got, []byte{byte(r), byte(n)}) {
-						return fmt.Errorf("ReduceScatterBlock: %v, want [%d %d]", got, r, n)
-					}
-					// ReduceScatter: block j has j%3 elements of two bytes (some none),
-					// one after the other; each element is (10r+j, 1) on rank r.
-					counts, displs, total := make([]int, n), make([]int, n), 0
-					send = send[:0]
-					for j := range n {
-						counts[j], displs[j] = 2*(j%3), total
-						total += counts[j]
-						for range j % 3 {
-							send = append(send, byte(r*10+j), 1)
-						}
-					}
-					got = slices.Repeat([]byte{99}, counts[r]+1)
-					if err := c.ReduceScatter(r, coll.Part{Send: send, Recv: got, SendCounts: counts, SendDispls: displs}, 2, firstFn); err != nil {
-						return err
-					}
-					if want := append(slices.Repeat([]byte{byte(r), byte(n)}, r%3), 99); !bytes.Equal(got, want) {
-						return fmt.Errorf("ReduceScatter: %v, want %v", got, want)
-					}
-					return nil
-				}))
-			})
+	inLayouts(t, layouts, func(c *Comm, r, n int) error {
+		for _, root := range []int{0, n - 1, 1} {
+			// Scatter, blocks of 3 bytes.
+			p := coll.Part{Recv: make([]byte, 4)}
+			if r == root {
+				for j := range n {
+					p.Send = append(p.Send, patBlock(root, j, 3)...)
+				}
+				p.SendBlock = 3
+			}
+			if err := c.Scatter(r, p, 1, root); err != nil {
+				return err
+			}
+			if !bytes.Equal(p.Recv[:3], patBlock(root, r, 3)) || p.Recv[3] != 0 {
+				return fmt.Errorf("Scatter from %d: %v", root, p.Recv)
+			}
+			// Scatterv and Gatherv, uneven counts.
+			counts := make([]int, n)
+			for j := range n {
+				counts[j] = vcount(root, j)
+			}
+			displs, length := vlayout(counts)
+			p = coll.Part{Recv: make([]byte, counts[r])}
+			if r == root {
+				p.Send, p.SendCounts, p.SendDispls = make([]byte, length), counts, displs
+				for j := range n {
+					copy(p.Send[displs[j]:], patBlock(root, j, counts[j]))
+				}
+			}
+			if err := c.Scatterv(r, p, 1, root); err != nil {
+				return err
+			}
+			if !bytes.Equal(p.Recv, patBlock(root, r, counts[r])) {
+				return fmt.Errorf("Scatterv from %d: %v", root, p.Recv)
+			}
+			p = coll.Part{Send: patBlock(r, root, counts[r])}
+			if r == root {
+				p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, length), counts, displs
+			}
+			if err := c.Gatherv(r, p, 1, root); err != nil {
+				return err
+			}
+			for j := 0; r == root && j < n; j++ {
+				if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, patBlock(j, root, counts[j])) {
+					return fmt.Errorf("Gatherv to %d: block %d is %v", root, j, got)
+				}
+			}
 		}
+		// Allgatherv: rank j sends vcount(j, 0) bytes.
+		counts := make([]int, n)
+		for j := range n {
+			counts[j] = vcount(j, 0)
+		}
+		displs, length := vlayout(counts)
+		p := coll.Part{Send: patBlock(r, 0, counts[r]), Recv: make([]byte, length), RecvCounts: counts, RecvDispls: displs}
+		if err := c.Allgatherv(r, p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, patBlock(j, 0, counts[j])) {
+				return fmt.Errorf("Allgatherv: block %d is %v", j, got)
+			}
+		}
+		// Alltoall, blocks of 2 bytes, and Alltoallv.
+		p = coll.Part{Recv: make([]byte, 2*n), SendBlock: 2, RecvBlock: 2}
+		for j := range n {
+			p.Send = append(p.Send, patBlock(r, j, 2)...)
+		}
+		if err := c.Alltoall(r, p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			if got := p.Recv[2*j : 2*j+2]; !bytes.Equal(got, patBlock(j, r, 2)) {
+				return fmt.Errorf("Alltoall: block %d is %v", j, got)
+			}
+		}
+		sc, rc := make([]int, n), make([]int, n)
+		for j := range n {
+			sc[j], rc[j] = vcount(r, j), vcount(j, r)
+		}
+		sd, sl := vlayout(sc)
+		rd, rl := vlayout(rc)
+		p = coll.Part{Send: make([]byte, sl), Recv: make([]byte, rl), SendCounts: sc, SendDispls: sd, RecvCounts: rc, RecvDispls: rd}
+		for j := range n {
+			copy(p.Send[sd[j]:], patBlock(r, j, sc[j]))
+		}
+		if err := c.Alltoallv(r, p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			if got := p.Recv[rd[j] : rd[j]+rc[j]]; !bytes.Equal(got, patBlock(j, r, rc[j])) {
+				return fmt.Errorf("Alltoallv: block %d is %v", j, got)
+			}
+		}
+		// Scan, Exscan, ReduceScatterBlock with firstFn: the first byte
+		// is the lowest rank's, the second counts the ranks folded.
+		got := []byte{99, 99}
+		if err := c.Scan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, []byte{0, byte(r + 1)}) {
+			return fmt.Errorf("Scan: %v, want [0 %d]", got, r+1)
+		}
+		got = []byte{99, 99}
+		if err := c.Exscan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
+			return err
+		}
+		if want := []byte{0, byte(r)}; r == 0 && !bytes.Equal(got, []byte{99, 99}) || r > 0 && !bytes.Equal(got, want) {
+			return fmt.Errorf("Exscan: %v", got)
+		}
+		send := make([]byte, 0, 2*n)
+		for j := range n {
+			send = append(send, byte(r*10+j), 1)
+		}
+		if err := c.ReduceScatterBlock(r, coll.Part{Send: send, Recv: got, SendBlock: 2}, 2, firstFn); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, []byte{byte(r), byte(n)}) {
+			return fmt.Errorf("ReduceScatterBlock: %v, want [%d %d]", got, r, n)
+		}
+		// ReduceScatter: block j has j%3 elements of two bytes (some none),
+		// one after the other; each element is (10r+j, 1) on rank r.
+		counts, displs, total := make([]int, n), make([]int, n), 0
+		send = send[:0]
+		for j := range n {
+			counts[j], displs[j] = 2*(j%3), total
+			total += counts[j]
+			for range j % 3 {
+				send = append(send, byte(r*10+j), 1)
+			}
+		}
+		got = slices.Repeat([]byte{99}, counts[r]+1)
+		if err := c.ReduceScatter(r, coll.Part{Send: send, Recv: got, SendCounts: counts, SendDispls: displs}, 2, firstFn); err != nil {
+			return err
+		}
+		if want := append(slices.Repeat([]byte{byte(r), byte(n)}, r%3), 99); !bytes.Equal(got, want) {
+			return fmt.Errorf("ReduceScatter: %v, want %v", got, want)
+		}
+		return nil
 	})
 }
 

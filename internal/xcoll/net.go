@@ -194,6 +194,18 @@ func (n *Net) HostMode(hostOf func(proc int) int, crowded bool) {
 	n.hostOf, n.crowded = hostOf, crowded
 }
 
+// ended says whether the job ended abnormally or a proc was lost.
+func (n *Net) ended() bool {
+	select {
+	case <-n.aborted:
+		return true
+	case <-n.lost:
+		return true
+	default:
+		return false
+	}
+}
+
 // Self returns our proc's index.
 func (n *Net) Self() int { return n.self }
 
@@ -461,14 +473,10 @@ func (n *Net) Send(proc int, ctx uint32, seq uint64, tag int32, m Msg) error {
 		end := min(off+fragBytes, len(m.Data))
 		h.Offset = uint64(off)
 		if err := n.dev.Send(proc, netd.ChannelColl, h, m.Data[off:end]); err != nil {
-			select {
-			case <-n.aborted:
+			if n.ended() {
 				return coll.ErrAborted
-			case <-n.lost:
-				return coll.ErrAborted
-			default:
-				return fmt.Errorf("xcoll: proc %d to proc %d: %w", n.self, proc, err)
 			}
+			return fmt.Errorf("xcoll: proc %d to proc %d: %w", n.self, proc, err)
 		}
 		if off = end; off == len(m.Data) {
 			return nil

@@ -271,6 +271,18 @@ func inModes(t *testing.T, test func(t *testing.T)) {
 	t.Run("host", test)
 }
 
+// inLayouts runs fn as every rank r of a communicator of n ranks placed as each
+// of layouts says, a subtest each, in both modes (inModes).
+func inLayouts(t *testing.T, layouts [][]int, fn func(c *Comm, r, n int) error) {
+	inModes(t, func(t *testing.T) {
+		for _, procOf := range layouts {
+			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
+				noErrors(t, run(t, procOf, func(c *Comm, r int) error { return fn(c, r, len(procOf)) }))
+			})
+		}
+	})
+}
+
 // hostMesh returns mesh's Nets in host mode: every proc on one host, crowded
 // if the procs outnumber the Ps.
 func hostMesh(procs int, aborted <-chan struct{}) []*Net {
@@ -408,60 +420,53 @@ func TestFoldOrder(t *testing.T) {
 }
 
 func TestCollectives(t *testing.T) {
-	inModes(t, func(t *testing.T) {
-		for _, procOf := range layouts {
-			n := len(procOf)
-			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-					if err := c.Barrier(r); err != nil {
-						return err
-					}
-					for root := range n {
-						buf := make([]byte, 3)
-						if r == root {
-							buf = []byte{byte(root), 1, 2}
-						}
-						if err := c.Bcast(r, buf, 1, root); err != nil {
-							return err
-						}
-						if !bytes.Equal(buf, []byte{byte(root), 1, 2}) {
-							return fmt.Errorf("Bcast from %d: %v", root, buf)
-						}
-						for _, commutative := range []bool{false, true} {
-							got := make([]byte, 2)
-							if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
-								return err
-							}
-							if r == root && (got[1] != byte(n) || !commutative && got[0] != 0) {
-								return fmt.Errorf("Reduce to %d (commutative %v): %v, want [0 %d] ([x %[4]d] if commutative)", root, commutative, got, n)
-							}
-							if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
-								return err
-							}
-							if got[1] != byte(n) || (!commutative && got[0] != 0) {
-								return fmt.Errorf("Allreduce: %v, want [0 %d]", got, n)
-							}
-						}
-						all := make([]byte, 2*n)
-						if err := c.Gather(r, []byte{byte(r), 9}, all, 1, root); err != nil {
-							return err
-						}
-						if r == root && (all[0] != 0 || all[2*n-2] != byte(n-1)) {
-							return fmt.Errorf("Gather to %d: %v", root, all)
-						}
-						if err := c.Allgather(r, []byte{byte(r), 9}, all, 1); err != nil {
-							return err
-						}
-						for j := range n {
-							if all[2*j] != byte(j) || all[2*j+1] != 9 {
-								return fmt.Errorf("Allgather: %v", all)
-							}
-						}
-					}
-					return nil
-				}))
-			})
+	inLayouts(t, layouts, func(c *Comm, r, n int) error {
+		if err := c.Barrier(r); err != nil {
+			return err
 		}
+		for root := range n {
+			buf := make([]byte, 3)
+			if r == root {
+				buf = []byte{byte(root), 1, 2}
+			}
+			if err := c.Bcast(r, buf, 1, root); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, []byte{byte(root), 1, 2}) {
+				return fmt.Errorf("Bcast from %d: %v", root, buf)
+			}
+			for _, commutative := range []bool{false, true} {
+				got := make([]byte, 2)
+				if err := c.Reduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative, root); err != nil {
+					return err
+				}
+				if r == root && (got[1] != byte(n) || !commutative && got[0] != 0) {
+					return fmt.Errorf("Reduce to %d (commutative %v): %v, want [0 %d] ([x %[4]d] if commutative)", root, commutative, got, n)
+				}
+				if err := c.Allreduce(r, []byte{byte(r), 1}, got, 2, firstFn, commutative); err != nil {
+					return err
+				}
+				if got[1] != byte(n) || (!commutative && got[0] != 0) {
+					return fmt.Errorf("Allreduce: %v, want [0 %d]", got, n)
+				}
+			}
+			all := make([]byte, 2*n)
+			if err := c.Gather(r, []byte{byte(r), 9}, all, 1, root); err != nil {
+				return err
+			}
+			if r == root && (all[0] != 0 || all[2*n-2] != byte(n-1)) {
+				return fmt.Errorf("Gather to %d: %v", root, all)
+			}
+			if err := c.Allgather(r, []byte{byte(r), 9}, all, 1); err != nil {
+				return err
+			}
+			for j := range n {
+				if all[2*j] != byte(j) || all[2*j+1] != 9 {
+					return fmt.Errorf("Allgather: %v", all)
+				}
+			}
+		}
+		return nil
 	})
 }
 
@@ -570,48 +575,48 @@ func TestReduceRootWaitEnds(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Reduce(1, []byte{1, 1}, make([]byte, 2), 2, firstFn, false, 1) }()
 			time.Sleep(10 * time.Millisecond) // rank 1 waits for rank 0, its leader, which never calls
-			if end == "abort" {
-				close(aborted)
-			} else {
-				nets[0].Lost(1, errors.New("gone"))
-			}
-			select {
-			case err := <-done:
-				if err != coll.ErrAborted {
-					t.Fatalf("the root's Reduce: %v, want coll.ErrAborted", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the root's Reduce still waits")
-			}
+			released(t, end, aborted, nets[0], done, "the root's Reduce")
 		})
 	}
 }
 
-func TestMismatch(t *testing.T) {
-	inModes(t, func(t *testing.T) {
-		for _, procOf := range layouts {
-			n := len(procOf)
-			t.Run(fmt.Sprint(procOf), func(t *testing.T) {
-				noErrors(t, run(t, procOf, func(c *Comm, r int) error {
-					size := 4
-					if r == n-1 {
-						size = 6
-					}
-					err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
-					var e *errs.Error
-					if !errors.As(err, &e) || e.Class != errs.Count || e.Rank != r {
-						return fmt.Errorf("Allreduce with rank %d's length differing: %v, want a Count error of rank %d", n-1, err, r)
-					}
-					if r == 0 {
-						t.Log(err)
-					}
-					if err := moreMismatch(c, r, n); err != nil {
-						return err
-					}
-					return c.Barrier(r) // the communicator still works
-				}))
-			})
+// released ends the job (end "abort") or has net lose proc 1, and checks that
+// the wait whose error done brings, what, ends with coll.ErrAborted.
+func released(t *testing.T, end string, aborted chan struct{}, net *Net, done chan error, what string) {
+	t.Helper()
+	if end == "abort" {
+		close(aborted)
+	} else {
+		net.Lost(1, errors.New("gone"))
+	}
+	select {
+	case err := <-done:
+		if err != coll.ErrAborted {
+			t.Fatalf("%s: %v, want coll.ErrAborted", what, err)
 		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s still waits", what)
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	inLayouts(t, layouts, func(c *Comm, r, n int) error {
+		size := 4
+		if r == n-1 {
+			size = 6
+		}
+		err := c.Allreduce(r, make([]byte, size), make([]byte, size), 2, firstFn, false)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Class != errs.Count || e.Rank != r {
+			return fmt.Errorf("Allreduce with rank %d's length differing: %v, want a Count error of rank %d", n-1, err, r)
+		}
+		if r == 0 {
+			t.Log(err)
+		}
+		if err := moreMismatch(c, r, n); err != nil {
+			return err
+		}
+		return c.Barrier(r) // the communicator still works
 	})
 }
 
