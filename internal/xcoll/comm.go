@@ -181,6 +181,7 @@ type call struct {
 	sig        uint64 // names the call to other procs: kind, root, element size
 	fn         Fn     // the reduction of Scan, Exscan, ReduceScatterBlock (more.go)
 	alarmed    bool   // the leader sent its alarm
+	logged     bool   // host mode: send and recv go through the call's entries (hostlog.go)
 	split      error  // the proc's ranks made different calls: see sameCall
 }
 
@@ -197,7 +198,7 @@ func (c *Comm) start(rank int, k kind, root, elem int) call {
 	}
 	switch {
 	case c.host != nil && !onHost(k):
-		o.pass()
+		o.logs()
 	case c.host == nil && seq%paceEvery == paceEvery-1 && len(c.procs) > 1:
 		o.pace()
 	}
@@ -320,6 +321,9 @@ func (o *call) send(to int, tag int32, data []byte, err error) error {
 	if err == coll.ErrAborted {
 		return err
 	}
+	if o.logged {
+		return o.append(to, tag, data, err)
+	}
 	m := Msg{Sig: o.sig, Data: data}
 	if f, ok := err.(*errs.Error); ok {
 		m.Fault, m.Data = uint64(f.Class), []byte(f.Detail)
@@ -339,6 +343,9 @@ func (o *call) send(to int, tag int32, data []byte, err error) error {
 func (o *call) recv(from int, tag int32) ([]byte, error) {
 	if o.split != nil {
 		return nil, o.split
+	}
+	if o.logged {
+		return o.take(from, tag)
 	}
 	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag, o.sig)
 	odd, isOdd := err.(*OddCall)
@@ -803,7 +810,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 		}
 	} else {
 		if o.leader() && c.host != nil {
-			o.pass()
+			o.logs()
 		}
 		blobs, gerr := o.collect(send, elem)
 		err = gerr
@@ -818,6 +825,9 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn
 		case top == 0:
 			total, err = o.toRoot(total, err)
 		}
+	}
+	if o.logged {
+		o.finished()
 	}
 	var out *outcome
 	var rerr error

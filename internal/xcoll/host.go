@@ -64,6 +64,7 @@ const (
 	entNet              // the part, on the collective channel
 	entFault            // the class of a fault the proc met, and its detail
 	entBig              // the part's length: the part goes through the large areas
+	entLog              // the messages of the channel's algorithm (hostlog.go)
 )
 
 func segmentBytes(procs int) int {
@@ -107,7 +108,7 @@ func (e entry) head() (sig uint64, what, class uint32, data []byte, err error) {
 	what = binary.LittleEndian.Uint32(e.b[16:])
 	class = binary.LittleEndian.Uint32(e.b[20:])
 	n := binary.LittleEndian.Uint32(e.b[24:])
-	if n > HostData || what < entNone || what > entBig {
+	if n > HostData || what < entNone || what > entLog {
 		return 0, 0, 0, nil, fmt.Errorf("xcoll: corrupt entry in the host segment (holds %d, length %d)", what, n)
 	}
 	return sig, what, class, e.b[entryHead : entryHead+int(n)], nil
@@ -205,16 +206,6 @@ func (o *call) postPart(part []byte, err error) (onNet bool, perr error) {
 		return true, o.post(entNet, 0, nil)
 	}
 	return false, o.post(entData, 0, part)
-}
-
-// pass posts an entry without a part, for a call that is not on the segment,
-// and is done with the call's entries at once.
-func (o *call) pass() {
-	if err := o.post(entNone, 0, nil); err != nil {
-		o.split = err
-		return
-	}
-	o.finished()
 }
 
 // finished tells the other procs that our proc is done with the call's entries.

@@ -273,7 +273,7 @@ func FuzzEntryHead(f *testing.F) {
 		e := entry{make([]byte, entryBytes)}
 		copy(e.b, head)
 		_, what, _, data, err := e.head()
-		if err == nil && (len(data) > HostData || what < entNone || what > entFault) {
+		if err == nil && (len(data) > HostData || what < entNone || what > entLog) {
 			t.Fatalf("holds %d, %d bytes of part, no error", what, len(data))
 		}
 	})
@@ -314,4 +314,78 @@ func TestHostUnpostedBcast(t *testing.T) {
 		return c.Barrier(r)
 	})
 	noErrors(t, results)
+}
+
+// TestHostLogs: in host mode the collectives without an algorithm of their own
+// on the segment run the channel's through the leaders' logs; messages too long
+// for what is left of a log go on the channel, next to those that fit.
+func TestHostLogs(t *testing.T) {
+	procOf := []int{0, 1, 1, 2}
+	n := len(procOf)
+	hosted = true
+	defer func() { hosted = false }()
+	noErrors(t, run(t, procOf, func(c *Comm, r int) error {
+		// Blocks of 300 bytes: proc index 1's messages are 600, one fits its
+		// log and one does not; of 2000, none fits an entry.
+		for _, m := range []int{1, 300, 2000} {
+			send, recv := make([]byte, m*n), make([]byte, m*n)
+			for j := range n { // block j from rank r: r*16+j in every byte
+				copy(send[j*m:], bytes.Repeat([]byte{byte(r*16 + j)}, m))
+			}
+			if err := c.Alltoall(r, coll.Part{Send: send, Recv: recv, SendBlock: m, RecvBlock: m}, 1); err != nil {
+				return err
+			}
+			for j := range n {
+				if want := bytes.Repeat([]byte{byte(j*16 + r)}, m); !bytes.Equal(recv[j*m:(j+1)*m], want) {
+					return fmt.Errorf("Alltoall of %d-byte blocks: block %d is %v..., want %d", m, j, recv[j*m], want[0])
+				}
+			}
+		}
+		if c.host == nil || c.net.pending() != 0 {
+			return fmt.Errorf("proc of rank %d: host mode %v, %d messages left on the channel", r, c.host != nil, c.net.pending())
+		}
+		return nil
+	}))
+}
+
+// TestHostLogAgainstEntry: procs that disagree on whether a reduction's op
+// commutes, over procs whose ranks are not consecutive, go different ways
+// through the call (a fold in the segment, the channel's algorithm through the
+// logs) under one signature; each finds that the other's entry is not what it
+// waits for, and nobody hangs.
+func TestHostLogAgainstEntry(t *testing.T) {
+	hosted = true
+	defer func() { hosted = false }()
+	procOf := []int{0, 1, 2, 0}
+	results := runLeaving(t, procOf, true, func(c *Comm, r int) error {
+		commutative := procOf[r] == 0
+		err := c.Allreduce(r, []byte{byte(r), 1}, make([]byte, 2), 2, firstFn, commutative)
+		var e *errs.Error
+		if !errors.As(err, &e) || e.Class != errs.Arg {
+			return fmt.Errorf("Allreduce whose procs disagree on the op: %v, want an ErrArg", err)
+		}
+		return c.Barrier(r)
+	})
+	noErrors(t, results)
+}
+
+// FuzzLogFind: whatever another proc wrote in a log, find returns a record
+// within the log or an error, and never panics.
+func FuzzLogFind(f *testing.F) {
+	rec := make([]byte, recordHead+8)
+	binary.LittleEndian.PutUint32(rec[4:], 3)
+	binary.LittleEndian.PutUint32(rec[8:], entData)
+	binary.LittleEndian.PutUint32(rec[12:], 5)
+	f.Add(uint32(len(rec)), rec)
+	f.Add(uint32(HostData+1), rec)
+	f.Add(uint32(recordHead-1), rec)
+	f.Fuzz(func(t *testing.T, used uint32, log []byte) {
+		e := entry{make([]byte, entryBytes)}
+		copy(e.b[entryHead:], log)
+		e.used().Store(used)
+		_, data, ok, err := e.find(0, 3)
+		if ok && err == nil && (len(data) > int(used) || len(data) > HostData) {
+			t.Fatalf("a record of %d bytes in a log of %d", len(data), used)
+		}
+	})
 }

@@ -54,6 +54,9 @@ func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part, l lead) err
 	if o.leader() {
 		err = l(&o, ps, err)
 	}
+	if o.logged {
+		o.finished()
+	}
 	out, rerr := o.release(err, nil)
 	return o.finish(out, worse(err, rerr))
 }
