@@ -737,8 +737,13 @@ func checkCollErrors(c *mpi.Comm) error {
 	if err := want("Alltoall with the last rank's blocks longer", mpi.Alltoall(c, make([]int32, m*n), make([]int32, m*n)), mpi.ErrCount); err != nil {
 		return err
 	}
-	if err := want("Scan with the last rank's vector longer", mpi.Scan(c, make([]int32, m), make([]int32, m), mpi.Sum), mpi.ErrCount); err != nil {
-		return err
+	// A Scan's rank needs the sends of the ranks up to itself only: with the
+	// procs of one host in host mode, as in one proc, the ranks of procs whose
+	// ranks all come before the last one may leave before it sends.
+	if err := mpi.Scan(c, make([]int32, m), make([]int32, m), mpi.Sum); err != nil || me == n-1 {
+		if err := want("Scan with the last rank's vector longer", err, mpi.ErrCount); err != nil {
+			return err
+		}
 	}
 	if err := want("ReduceScatterBlock with the last rank's blocks longer", mpi.ReduceScatterBlock(c, make([]int32, m*n), make([]int32, m), mpi.Sum), mpi.ErrCount); err != nil {
 		return err

@@ -222,7 +222,8 @@ func (o *call) leader() bool { return o.lr == 0 }
 // whose procs cannot fold in proc order passes in reduce.
 func onHost(k kind) bool {
 	switch k {
-	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather:
+	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather,
+		coll.KindScan, coll.KindExscan:
 		return true
 	}
 	return false

@@ -490,6 +490,73 @@ func (o *call) hostGather(blob []byte, m int, err error) (full []byte, hosted bo
 	return full, true, err
 }
 
+// scan is the leaders' share of Scan and Exscan: prefix, or in host mode, when
+// every proc's sends fit an entry (judged by our length, the same everywhere
+// when the ranks agree; a proc that judges otherwise finds the others' entries
+// are not logs, and they that its entry is), hostScan.
+func (o *call) scan(ps []coll.Part, err error) error {
+	c := o.c
+	if c.host == nil {
+		return o.prefix(ps, err)
+	}
+	m := len(ps[0].Send)
+	for _, ranks := range c.members {
+		if 8*(1+len(ranks))+len(ranks)*m > HostData {
+			o.logs()
+			return o.prefix(ps, err)
+		}
+	}
+	return o.hostScan(ps, err)
+}
+
+// hostScan is Scan's and Exscan's leaders' step in host mode: every proc posts
+// its ranks' sends, and reads only the entries of the procs with ranks below
+// its last, so that no proc waits for one above it and a stream of Scans
+// pipelines.
+func (o *call) hostScan(ps []coll.Part, err error) error {
+	c := o.c
+	var blob []byte
+	if err == nil {
+		blob = pack(sends(ps))
+	}
+	_, perr := o.postPart(blob, err)
+	defer o.finished()
+	if err = worse(err, perr); err != nil {
+		return err
+	}
+	mine := c.members[c.me]
+	last := mine[len(mine)-1]
+	x := make([][]byte, last+1) // the sends of ranks 0 to last
+	for p, ranks := range c.members {
+		if ranks[0] > last {
+			continue
+		}
+		blocks := sends(ps)
+		if p != c.me {
+			what, data, err := o.read(p)
+			switch {
+			case err != nil:
+				return err
+			case what != entData:
+				return o.misses(p)
+			}
+			if blocks, err = o.unpack(data, len(ranks), p); err != nil {
+				return err
+			}
+		}
+		for j, r := range ranks {
+			if r <= last {
+				x[r] = blocks[j]
+			}
+		}
+	}
+	res, err := o.results(x, &ps[0])
+	if err != nil {
+		return err
+	}
+	return o.store(ps, mapRanks(mine, func(r int) []byte { return res[r] }))
+}
+
 // sameLengths checks that every proc's part is as long as ours.
 func (o *call) sameLengths(lens []int) error {
 	mine := lens[o.c.me]

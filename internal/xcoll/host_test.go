@@ -318,7 +318,8 @@ func TestHostUnpostedBcast(t *testing.T) {
 
 // TestHostLogs: in host mode the collectives without an algorithm of their own
 // on the segment run the channel's through the leaders' logs; messages too long
-// for what is left of a log go on the channel, next to those that fit.
+// for what is left of a log go on the channel, next to those that fit; a Scan
+// whose sends do not fit an entry takes that way too.
 func TestHostLogs(t *testing.T) {
 	procOf := []int{0, 1, 1, 2}
 	n := len(procOf)
@@ -339,6 +340,17 @@ func TestHostLogs(t *testing.T) {
 				if want := bytes.Repeat([]byte{byte(j*16 + r)}, m); !bytes.Equal(recv[j*m:(j+1)*m], want) {
 					return fmt.Errorf("Alltoall of %d-byte blocks: block %d is %v..., want %d", m, j, recv[j*m], want[0])
 				}
+			}
+		}
+		// Scans of 1 and of 600 bytes a rank: proc index 1's sends of 600 do not
+		// fit an entry, so every proc takes the channel's algorithm, in the logs.
+		for _, m := range []int{2, 600} {
+			got := make([]byte, m)
+			if err := c.Scan(r, coll.Part{Send: bytes.Repeat([]byte{byte(r), 1}, m/2), Recv: got}, 2, firstFn); err != nil {
+				return err
+			}
+			if want := bytes.Repeat([]byte{0, byte(r + 1)}, m/2); !bytes.Equal(got, want) {
+				return fmt.Errorf("Scan of %d bytes: rank %d got %v..., want %v...", m, r, got[:2], want[:2])
 			}
 		}
 		if c.host == nil || c.net.pending() != 0 {

@@ -109,13 +109,13 @@ func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
 // proc's ranks to be consecutive; this costs proc index 0 the whole input, which
 // is what a Scan of a non-commutative op over scattered ranks needs anyway.
 func (c *Comm) Scan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindScan, rank, 0, elem, fn, p, (*call).prefix)
+	return c.run(coll.KindScan, rank, 0, elem, fn, p, (*call).scan)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not
 // written.
 func (c *Comm) Exscan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindExscan, rank, 0, elem, fn, p, (*call).prefix)
+	return c.run(coll.KindExscan, rank, 0, elem, fn, p, (*call).scan)
 }
 
 // ReduceScatterBlock puts into the start of rank r's Recv the reduction, in rank
@@ -334,24 +334,35 @@ func (o *call) prefix(ps []coll.Part, err error) error {
 			res, err = o.unpack(data, len(mine), 0)
 		}
 	}
-	for i := 0; err == nil && i < len(ps); i++ {
+	if err != nil {
+		return err
+	}
+	return o.store(ps, res)
+}
+
+// store writes the results of Scan, Exscan or ReduceScatter(Block) of this
+// proc's ranks, res by local rank, into their receive buffers.
+func (o *call) store(ps []coll.Part, res [][]byte) error {
+	mine := o.c.members[o.c.me]
+	for i := range ps {
 		b := res[i]
 		if o.k == coll.KindReduceScatter && len(b) != ps[i].SendCountOf(mine[i]) {
-			err = o.fault(errs.Count, 0, "rank %d counts %d elements in its block, rank 0 counts %d", mine[i], o.els(ps[i].SendCountOf(mine[i])), o.els(len(b)))
-		} else if len(b) > len(ps[i].Recv) {
-			err = o.fault(errs.Count, errs.None, "the receive buffer of rank %d holds %d elements, fewer than the %d of its result", mine[i], o.els(len(ps[i].Recv)), o.els(len(b)))
-		} else {
-			coll.Move(ps[i].Recv[:len(b)], b)
+			return o.fault(errs.Count, 0, "rank %d counts %d elements in its block, rank 0 counts %d", mine[i], o.els(ps[i].SendCountOf(mine[i])), o.els(len(b)))
 		}
+		if len(b) > len(ps[i].Recv) {
+			return o.fault(errs.Count, errs.None, "the receive buffer of rank %d holds %d elements, fewer than the %d of its result", mine[i], o.els(len(ps[i].Recv)), o.els(len(b)))
+		}
+		coll.Move(ps[i].Recv[:len(b)], b)
 	}
-	return err
+	return nil
 }
 
 // results computes every rank's result of Scan, Exscan or ReduceScatter(Block) from
-// every rank's send, x[r], folding in rank order as internal/coll does; ref is rank
-// 0's part, whose counts cut the blocks of ReduceScatter.
+// every rank's send, x[r] (of a Scan or Exscan, the first ranks' results from
+// theirs), folding in rank order as internal/coll does; ref is rank 0's part,
+// whose counts cut the blocks of ReduceScatter.
 func (o *call) results(x [][]byte, ref *coll.Part) ([][]byte, error) {
-	n := o.c.n
+	n := len(x) // every rank's, or for a Scan in host mode those up to the proc's last
 	for r := range x {
 		if a, b := len(x[0]), len(x[r]); a != b {
 			if o.k == coll.KindReduceScatterBlock {
