@@ -104,8 +104,7 @@ func WithNetShm(on bool) Option { return func(c *config) { c.netShm = on } }
 
 // WithHostColl chooses whether the leaders of a communicator whose procs all
 // run on one host meet in a segment of memory they share (true, the default:
-// Barrier, Bcast, Reduce, Allreduce, Gather and Allgather then cost stores and
-// loads instead of messages) or on the collective channel, as across hosts. Linux only; every
+// their collectives then cost stores and loads instead of messages) or on the collective channel, as across hosts. Linux only; every
 // proc of a job must choose the same.
 func WithHostColl(on bool) Option { return func(c *config) { c.hostColl = on } }
 
@@ -202,7 +201,7 @@ var tunables = []tunable{
 			return err
 		}},
 	{Tunable{Name: "WithHostColl", Env: "WEFT_HOST_COLL", Default: "true",
-		Doc: "true or false: whether the procs of a communicator within one host run Barrier, Bcast, Reduce, Allreduce, Gather and Allgather in a shared segment (false: on the collective channel, as between hosts)"},
+		Doc: "true or false: whether the procs of a communicator within one host run their collectives in a shared segment (false: on the collective channel, as between hosts)"},
 		func(c *config, v string) (err error) {
 			c.hostColl, err = strconv.ParseBool(v)
 			return err

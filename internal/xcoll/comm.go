@@ -39,8 +39,7 @@ import (
 // for that message: nobody hangs, and an Allreduce or a gather makes every proc
 // learn of a fault anywhere, a Reduce its root, while a broadcast's fault
 // reaches the procs below it in the tree. When every proc is on one host, the
-// leaders' step of Barrier, Bcast, Reduce, Allreduce, Gather and Allgather is in
-// a segment of memory they share instead (host mode, host.go).
+// leaders meet in a segment of memory they share instead (host mode, host.go).
 
 // Fn is a reduction: inout = in op inout, element by element.
 type Fn = func(in, inout []byte)
@@ -217,9 +216,10 @@ func (o *call) pace() {
 
 func (o *call) leader() bool { return o.lr == 0 }
 
-// onHost says whether the leaders' step of collective k is on the segment in
-// host mode: else the call's entry holds no part (pass). A Reduce or Allreduce
-// whose procs cannot fold in proc order passes in reduce.
+// onHost says whether collective k has a leaders' step of its own on the
+// segment in host mode: else its entry is a log (hostlog.go). A Reduce or
+// Allreduce whose procs cannot fold in proc order, and a Scan whose sends do
+// not fit an entry, turn to the log in reduce and scan.
 func onHost(k kind) bool {
 	switch k {
 	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather,

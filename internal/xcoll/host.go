@@ -23,8 +23,9 @@ import (
 // segment costs a store and a load. Every call of the communicator has an entry
 // per proc in the segment: the proc's leader writes it at the start of the call,
 // whatever the collective, with the call's signature and, for Barrier, Bcast,
-// Reduce, Allreduce, Gather and Allgather, its part (the root's data, a proc's
-// fold or blocks, a fault), and
+// Reduce, Allreduce, Gather, Allgather, Scan and Exscan, its part (the root's
+// data, a proc's fold, blocks or sends, a fault), or for the others a log of
+// the messages of the channel's algorithm (hostlog.go), and
 // the others read what their collective needs. So a proc that waits for
 // another's entry is never left waiting by a proc that made another call: it
 // finds the other signature there (or in the Bcast root's entry, when one of
