@@ -21,17 +21,17 @@ import (
 // mode): a message between two procs costs a write into a ring, a turn of the
 // reader's receive daemon and a hand-over to the waiting leader, where the
 // segment costs a store and a load. Every call of the communicator has an entry
-// per proc in the segment: the proc's leader writes it at the start of the call,
-// whatever the collective, with the call's signature and, for Barrier, Bcast,
+// per proc in the segment, which the proc's leader writes at the start of the
+// call whatever the collective: the call's signature and, for Barrier, Bcast,
 // Reduce, Allreduce, Gather, Allgather, Scan and Exscan, its part (the root's
-// data, a proc's fold, blocks or sends, a fault), or for the others a log of
-// the messages of the channel's algorithm (hostlog.go), and
-// the others read what their collective needs. So a proc that waits for
-// another's entry is never left waiting by a proc that made another call: it
-// finds the other signature there (or in the Bcast root's entry, when one of
-// the Bcast's other procs found the root's data there and did not post). The segment holds the entries of hostSlots
-// calls; a leader writes its entry of call s once every proc is done with call
-// s-hostSlots, which also bounds how far a Bcast's root runs ahead.
+// data, a proc's fold, blocks or sends, a fault), or for the other collectives a
+// log of the messages of the channel's algorithm (hostlog.go). The others read
+// what their collective needs. So a proc that waits for another's entry is never
+// left waiting by a proc that made another call: it finds the other signature
+// there (or in the Bcast root's entry, when one of the Bcast's other procs found
+// the root's data there and did not post). The segment holds the entries of
+// hostSlots calls; a leader writes its entry of call s once every proc is done
+// with call s-hostSlots, which also bounds how far a Bcast's root runs ahead.
 
 const (
 	hostSlots  = 64   // calls whose entries the segment holds
@@ -50,7 +50,7 @@ const (
 // The segment: a line of the creator's nonce, a line of the bell (the futex word
 // sleepers wait on), a line counting the sleepers, a line per proc with the
 // number (plus one) of the last call it is done with, then the entries, by call
-// mod hostSlots, then proc.
+// mod hostSlots, then proc, then the large areas (hostbig.go).
 const (
 	offNonce    = 0
 	offBell     = lineBytes
@@ -68,6 +68,7 @@ const (
 	entLog              // the messages of the channel's algorithm (hostlog.go)
 )
 
+// segmentBytes is the size of the segment of a communicator of procs procs.
 func segmentBytes(procs int) int {
 	return offDone + procs*lineBytes + hostSlots*procs*entryBytes + procs*lineBytes + (procs+2)*bigChunk(procs)
 }
