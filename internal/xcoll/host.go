@@ -433,32 +433,43 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 	return o.foldParts(parts, fn)
 }
 
-// hostGather is the leaders' step of Gather and Allgather in host mode: every
-// proc posts its ranks' blocks (blob, m bytes a rank), and the procs that need
-// them (every one for an Allgather, the root's for a Gather) put them in rank
-// order. A blob longer than an entry goes on the channel: a Gather's to the
-// root's proc; an Allgather with such a blob anywhere runs on the channel on
-// every proc (hosted false), since every proc sees every entry.
+// hostGather is the leaders' step of Gather and Allgather in host mode
+// (hostBlobs): the procs that need the blocks put them in rank order, m bytes
+// a rank.
 func (o *call) hostGather(blob []byte, m int, err error) (full []byte, hosted bool, _ error) {
+	hosted, err = o.hostBlobs(blob, err, func(blobs [][]byte) (err error) {
+		full, err = o.assemble(blobs, m)
+		return err
+	})
+	return full, hosted, err
+}
+
+// hostBlobs is the leaders' step of Gather, Allgather and Allgatherv in host
+// mode: every proc posts its ranks' blocks (blob), and the procs that need
+// them (every one, but for a Gather only the root's) give every proc's, by proc
+// index, to use, while they are valid. A blob longer than an entry goes on the
+// channel: a Gather's to the root's proc; the others with such a blob anywhere
+// run on the channel on every proc (hosted false), since every proc sees every
+// entry.
+func (o *call) hostBlobs(blob []byte, err error, use func(blobs [][]byte) error) (hosted bool, _ error) {
 	c := o.c
-	all := o.k == coll.KindAllgather
+	all := o.k != coll.KindGather
 	root := c.procOf[o.root]
 	onNet, perr := o.postPart(blob, err)
 	if !all && c.me != root {
 		o.finished()
 		switch {
 		case perr != nil:
-			return nil, true, perr
+			return true, perr
 		case onNet:
-			return nil, true, o.send(root, tagUp, blob, err)
+			return true, o.send(root, tagUp, blob, err)
 		}
-		return nil, true, err
-	}
-	if err = worse(err, perr); err != nil {
-		o.finished()
-		return nil, true, err
+		return true, err
 	}
 	defer o.finished()
+	if err = worse(err, perr); err != nil {
+		return true, err
+	}
 	blobs := make([][]byte, len(c.procs))
 	for p := range c.procs {
 		if p == c.me {
@@ -478,18 +489,17 @@ func (o *call) hostGather(blob []byte, m int, err error) (full []byte, hosted bo
 			err = worse(err, o.misses(p))
 		}
 		if err == coll.ErrAborted {
-			return nil, true, err
+			return true, err
 		}
 		blobs[p] = data
 	}
 	switch {
 	case err != nil:
-		return nil, true, err
+		return true, err
 	case all && onNet:
-		return nil, false, nil
+		return false, nil
 	}
-	full, err = o.assemble(blobs, m)
-	return full, true, err
+	return true, use(blobs)
 }
 
 // scan is the leaders' share of Scan and Exscan: prefix, or in host mode, when

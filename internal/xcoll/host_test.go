@@ -111,8 +111,8 @@ func TestHostWaitEnds(t *testing.T) {
 }
 
 // TestHostLargeParts: parts too long for an entry go on the channel, a Bcast's
-// down the tree, a Reduce's and a Gather's to the root's proc, an Allgather
-// with such a part all on the channel, and an Allreduce's through
+// down the tree, a Reduce's and a Gather's to the root's proc, an Allgather or
+// Allgatherv with such a part all on the channel, and an Allreduce's through
 // the large areas, a chunk at a time (here up to three chunks and a piece, of
 // elements of 2 bytes, which the chunks do not hold a whole number of); each
 // gives the right result in rank order, and lengths that differ across the
@@ -184,6 +184,17 @@ func TestHostLargeParts(t *testing.T) {
 			return err
 		}
 		if err := check("Allgather"); err != nil {
+			return err
+		}
+		clear(all)
+		counts, displs := make([]int, n), make([]int, n)
+		for j := range n {
+			counts[j], displs[j] = len(block), j*len(block)
+		}
+		if err := c.Allgatherv(r, coll.Part{Send: block, Recv: all, RecvCounts: counts, RecvDispls: displs}, 1); err != nil {
+			return err
+		}
+		if err := check("Allgatherv"); err != nil {
 			return err
 		}
 		// The last rank's part alone is too long for an entry.

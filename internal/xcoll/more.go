@@ -209,12 +209,25 @@ func (o *call) gatherv(ps []coll.Part, err error) error {
 	return err
 }
 
-// allgatherv is the leaders' share of Allgatherv: see Allgatherv.
+// allgatherv is the leaders' share of Allgatherv: see Allgatherv. In host mode
+// every proc reads every proc's sends from the segment instead (hostBlobs).
 func (o *call) allgatherv(ps []coll.Part, err error) error {
 	c := o.c
 	var blob []byte
 	if err == nil {
 		blob = pack(sends(ps))
+	}
+	if c.host != nil {
+		hosted, err := o.hostBlobs(blob, err, func(blobs [][]byte) error {
+			all, err := o.byRank(blobs)
+			if err != nil {
+				return err
+			}
+			return o.storeAll(ps, all)
+		})
+		if hosted {
+			return err
+		}
 	}
 	blobs, err := o.gather(blob, err)
 	var full []byte
@@ -228,14 +241,25 @@ func (o *call) allgatherv(ps []coll.Part, err error) error {
 		return err
 	}
 	all, err := o.unpack(full, c.n, 0)
-	for i := 0; err == nil && i < len(ps); i++ {
-		for r := 0; err == nil && r < c.n; r++ {
-			if err = o.fits(r, c.members[c.me][i], len(all[r]), ps[i].RecvCountOf(r)); err == nil {
-				coll.Move(ps[i].RecvBlockOf(r), all[r])
+	if err != nil {
+		return err
+	}
+	return o.storeAll(ps, all)
+}
+
+// storeAll writes every rank's send, all by rank, into the receive buffers of
+// this proc's ranks.
+func (o *call) storeAll(ps []coll.Part, all [][]byte) error {
+	c := o.c
+	for i := range ps {
+		for r := range c.n {
+			if err := o.fits(r, c.members[c.me][i], len(all[r]), ps[i].RecvCountOf(r)); err != nil {
+				return err
 			}
+			coll.Move(ps[i].RecvBlockOf(r), all[r])
 		}
 	}
-	return err
+	return nil
 }
 
 // alltoall is the leaders' share of Alltoall(v): see Alltoall.
