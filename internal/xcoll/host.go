@@ -85,6 +85,8 @@ type host struct {
 	chunk     int       // bytes of a proc's large area (hostbig.go)
 	chunks    uint64    // chunks of large Allreduces so far, the same on every proc
 	scratches [2][]byte // see scratch
+	parts     [][]byte  // by proc index, for hostFold
+	lens      []int     // their lengths
 }
 
 func (h *host) done(p int) *atomic.Uint64 { return h.seg.Word64(offDone + p*lineBytes) }
@@ -391,8 +393,7 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 		return nil, err
 	}
 	defer o.finished()
-	parts := make([][]byte, h.procs)
-	lens := make([]int, h.procs) // the parts' lengths, also of those in the large areas
+	parts, lens := h.parts, h.lens // the parts, and their lengths, also of those in the large areas
 	for p := range h.procs {
 		if p == c.me {
 			parts[p], lens[p] = acc, len(acc)
@@ -584,7 +585,8 @@ func (o *call) sameLengths(lens []int) error {
 // buffer.
 func (o *call) foldParts(parts [][]byte, fn Fn) ([]byte, error) {
 	last := len(parts) - 1
-	total := append([]byte(nil), parts[last]...)
+	total := o.c.host.scratch(1, len(parts[last]))
+	copy(total, parts[last])
 	for p := last - 1; p >= 0; p-- {
 		if err := o.combine(fn, parts[p], total); err != nil {
 			return nil, err
@@ -668,7 +670,8 @@ func (c *Comm) setUp() {
 		return
 	}
 	h := &host{seg: seg, procs: len(c.procs), me: c.me, crowded: c.net.crowded,
-		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers), chunk: bigChunk(len(c.procs))}
+		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers), chunk: bigChunk(len(c.procs)),
+		parts: make([][]byte, len(c.procs)), lens: make([]int, len(c.procs))}
 	runtime.AddCleanup(c, func(s *shmem.Segment) { s.Unmap() }, seg)
 	c.host = h
 }

@@ -96,8 +96,8 @@ func (o *call) bigAllreduce(acc []byte, fn Fn) ([]byte, error) {
 	return total, nil
 }
 
-// scratch returns buffer i (0: the leader's fold of its ranks, 1: the result)
-// of a large Allreduce, n bytes, kept from call to call: allocating
+// scratch returns buffer i (0: the leader's fold of its ranks in a large
+// Allreduce, 1: the result of a Reduce or Allreduce in the segment), n bytes, kept from call to call: allocating
 // a MiB for each call cost its pages' faults and clearing, half the time of a
 // 1 MiB Allreduce of 4 procs. The buffers of a call are free at the next: its
 // proc's ranks copied the result out before their next local step, which the
