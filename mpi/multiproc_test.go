@@ -557,14 +557,23 @@ func weftRunSuite(t *testing.T, name string, layouts []struct{ ranks, perProc in
 // TestWeftRunHosts runs the suite on three hosts, network namespaces joined by a
 // bridge, started through `ip netns exec`: procs on different hosts reach each
 // other only through their namespaces' addresses.
-func TestWeftRunHosts(t *testing.T) {
+func TestWeftRunHosts(t *testing.T) { weftRunHosts(t, "suite") }
+
+// TestWeftRunHostsColl runs the collective suite on the same three hosts: the
+// world's leaders meet on the collective channel, the procs of a communicator
+// split within a host in its shared segment (host mode).
+func TestWeftRunHostsColl(t *testing.T) { weftRunHosts(t, "collsuitehosts") }
+
+// weftRunHosts runs the helper program name as 9 ranks, 2 a proc, on three
+// hosts of 2 procs each at most.
+func weftRunHosts(t *testing.T, name string) {
 	nw := testnet.New(t, 3)
 	var hosts []launch.Host
 	for _, h := range nw.Hosts {
 		hosts = append(hosts, launch.Host{Name: h.NS, Slots: 2})
 	}
 	cfg := launch.Config{Ranks: 9, PerProc: 2, Hosts: hosts, Rsh: "ip netns exec {host}", LauncherAddr: nw.Addr}
-	err, out, errOut := launched(t, cfg, "suite", nil)
+	err, out, errOut := launched(t, cfg, name, nil)
 	if err != nil {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}

@@ -19,6 +19,10 @@ import (
 
 func init() {
 	helpers["collsuite"] = collSuite
+	helpers["collsuitehosts"] = func(c *mpi.Comm) error {
+		manyHosts = true
+		return collSuite(c)
+	}
 	helpers["colldie"] = func(c *mpi.Comm) error {
 		// The last rank's proc exits while the others wait in a collective.
 		if c.Rank() == c.Size()-1 {
@@ -39,6 +43,10 @@ func init() {
 		return err
 	}
 }
+
+// manyHosts says that the job of the collective suite spans several hosts, so
+// that SplitType(SplitShared) splits it ("collsuitehosts").
+var manyHosts bool
 
 // xcollSizes are the vector lengths the collectives are checked with.
 var xcollSizes = []int{0, 1, 1000, 1 << 20}
@@ -361,8 +369,19 @@ func checkSplit(c *mpi.Comm) error {
 		if err := mpi.Allreduce(t, nil, sum, mpi.Sum); err != nil {
 			return err
 		}
-		if t.Size() < 1 || t.Size() > n || (kind == mpi.SplitShared && t.Size() != n) {
+		if t.Size() < 1 || t.Size() > n || (kind == mpi.SplitShared && t.Size() != n && !manyHosts) {
 			return fmt.Errorf("SplitType(%d): %d ranks of %d", kind, t.Size(), n)
+		}
+		// The communicators split off partition c: their first ranks' sizes add up.
+		first := []int64{0}
+		if t.Rank() == 0 {
+			first[0] = int64(t.Size())
+		}
+		if err := mpi.Allreduce(c, nil, first, mpi.Sum); err != nil {
+			return err
+		}
+		if first[0] != int64(n) {
+			return fmt.Errorf("SplitType(%d): the parts hold %d ranks of %d", kind, first[0], n)
 		}
 	}
 	g, err := c.Group()
