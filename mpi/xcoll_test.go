@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func init() {
 	helpers["collsuite"] = collSuite
 	helpers["collsuitehosts"] = func(c *mpi.Comm) error {
-		manyHosts = true
+		manyHosts.Store(true) // by every rank of the proc
 		return collSuite(c)
 	}
 	helpers["colldie"] = func(c *mpi.Comm) error {
@@ -46,7 +47,7 @@ func init() {
 
 // manyHosts says that the job of the collective suite spans several hosts, so
 // that SplitType(SplitShared) splits it ("collsuitehosts").
-var manyHosts bool
+var manyHosts atomic.Bool
 
 // xcollSizes are the vector lengths the collectives are checked with.
 var xcollSizes = []int{0, 1, 1000, 1 << 20}
@@ -369,7 +370,7 @@ func checkSplit(c *mpi.Comm) error {
 		if err := mpi.Allreduce(t, nil, sum, mpi.Sum); err != nil {
 			return err
 		}
-		if t.Size() < 1 || t.Size() > n || (kind == mpi.SplitShared && t.Size() != n && !manyHosts) {
+		if t.Size() < 1 || t.Size() > n || (kind == mpi.SplitShared && t.Size() != n && !manyHosts.Load()) {
 			return fmt.Errorf("SplitType(%d): %d ranks of %d", kind, t.Size(), n)
 		}
 		// The communicators split off partition c: their first ranks' sizes add up.
