@@ -325,6 +325,11 @@ func (o *call) send(to int, tag int32, data []byte, err error) error {
 	if o.logged {
 		return o.append(to, tag, data, err)
 	}
+	return o.sendNet(to, tag, data, err)
+}
+
+// sendNet is send on the collective channel, in host mode too.
+func (o *call) sendNet(to int, tag int32, data []byte, err error) error {
 	m := Msg{Sig: o.sig, Data: data}
 	if f, ok := err.(*errs.Error); ok {
 		m.Fault, m.Data = uint64(f.Class), []byte(f.Detail)
@@ -348,6 +353,11 @@ func (o *call) recv(from int, tag int32) ([]byte, error) {
 	if o.logged {
 		return o.take(from, tag)
 	}
+	return o.recvNet(from, tag)
+}
+
+// recvNet is recv on the collective channel, in host mode too.
+func (o *call) recvNet(from int, tag int32) ([]byte, error) {
 	m, err := o.c.net.Recv(o.c.procs[from], o.c.ctx, o.seq, tag, o.sig)
 	odd, isOdd := err.(*OddCall)
 	switch {

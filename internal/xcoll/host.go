@@ -374,7 +374,7 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 			return nil, perr
 		}
 		if onNet {
-			return nil, o.send(root, tagUp, acc, err)
+			return nil, o.sendNet(root, tagUp, acc, err)
 		}
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 			big = true
 			lens[p] = int(min(binary.LittleEndian.Uint64(data), 1<<62))
 		case what == entNet && !all:
-			data, rerr = o.recv(p, tagUp)
+			data, rerr = o.recvNet(p, tagUp)
 			lens[p] = len(data)
 			err = worse(err, rerr)
 		case what != entData:
@@ -463,7 +463,7 @@ func (o *call) hostBlobs(blob []byte, err error, use func(blobs [][]byte) error)
 		case perr != nil:
 			return true, perr
 		case onNet:
-			return true, o.send(root, tagUp, blob, err)
+			return true, o.sendNet(root, tagUp, blob, err)
 		}
 		return true, err
 	}
@@ -484,7 +484,7 @@ func (o *call) hostBlobs(blob []byte, err error, use func(blobs [][]byte) error)
 		case what == entNet && all:
 			onNet = true
 		case what == entNet:
-			data, rerr = o.recv(p, tagUp)
+			data, rerr = o.recvNet(p, tagUp)
 			err = worse(err, rerr)
 		case what != entData:
 			err = worse(err, o.misses(p))

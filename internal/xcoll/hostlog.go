@@ -61,9 +61,7 @@ func (o *call) append(to int, tag int32, data []byte, err error) error {
 	if what != entNet {
 		return err
 	}
-	o.logged = false // the channel's send, as if not in host mode
-	defer func() { o.logged = true }()
-	return o.send(to, tag, data, err)
+	return o.sendNet(to, tag, data, err)
 }
 
 // take receives the message of step tag from the leader of proc index from,
@@ -110,9 +108,7 @@ func (o *call) take(from int, tag int32) ([]byte, error) {
 	case what&0xff == entFault:
 		return nil, o.fault(errs.Class(what>>8), errs.None, "%s", data)
 	case what == entNet:
-		o.logged = false
-		defer func() { o.logged = true }()
-		return o.recv(from, tag)
+		return o.recvNet(from, tag)
 	}
 	return data, nil
 }
