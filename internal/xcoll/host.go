@@ -368,15 +368,7 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 	c, h := o.c, o.c.host
 	all := o.k == coll.KindAllreduce
 	if !all && c.me != root {
-		onNet, perr := o.postPart(acc, err)
-		o.finished()
-		if perr != nil {
-			return nil, perr
-		}
-		if onNet {
-			return nil, o.sendNet(root, tagUp, acc, err)
-		}
-		return nil, err
+		return nil, o.give(root, acc, err)
 	}
 	big := all && len(acc) > HostData
 	var perr error
@@ -393,36 +385,12 @@ func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) 
 		return nil, err
 	}
 	defer o.finished()
-	parts, lens := h.parts, h.lens // the parts, and their lengths, also of those in the large areas
-	for p := range h.procs {
-		if p == c.me {
-			parts[p], lens[p] = acc, len(acc)
-			continue
-		}
-		what, data, rerr := o.read(p)
-		lens[p] = len(data)
-		switch {
-		case rerr != nil:
-			err = worse(err, rerr)
-		case what == entBig && all && len(data) == 8:
-			big = true
-			lens[p] = int(min(binary.LittleEndian.Uint64(data), 1<<62))
-		case what == entNet && !all:
-			data, rerr = o.recvNet(p, tagUp)
-			lens[p] = len(data)
-			err = worse(err, rerr)
-		case what != entData:
-			err = worse(err, o.misses(p))
-		}
-		if err == coll.ErrAborted {
-			return nil, err
-		}
-		parts[p] = data
-	}
+	parts, lens := h.parts, h.lens
+	_, othersBig, err := o.readParts(acc, parts, lens)
 	switch {
 	case err != nil:
 		return nil, err
-	case big:
+	case big || othersBig:
 		if err := o.sameLengths(lens); err != nil {
 			return nil, err
 		}
@@ -456,51 +424,76 @@ func (o *call) hostBlobs(blob []byte, err error, use func(blobs [][]byte) error)
 	c := o.c
 	all := o.k != coll.KindGather
 	root := c.procOf[o.root]
-	onNet, perr := o.postPart(blob, err)
 	if !all && c.me != root {
-		o.finished()
-		switch {
-		case perr != nil:
-			return true, perr
-		case onNet:
-			return true, o.sendNet(root, tagUp, blob, err)
-		}
-		return true, err
+		return true, o.give(root, blob, err)
 	}
+	onNet, perr := o.postPart(blob, err)
 	defer o.finished()
 	if err = worse(err, perr); err != nil {
 		return true, err
 	}
 	blobs := make([][]byte, len(c.procs))
-	for p := range c.procs {
-		if p == c.me {
-			blobs[p] = blob
+	othersNet, _, err := o.readParts(blob, blobs, make([]int, len(c.procs)))
+	switch {
+	case err != nil:
+		return true, err
+	case othersNet || all && onNet: // a Gather's root does not send its own
+		return false, nil
+	}
+	return true, use(blobs)
+}
+
+// give posts our proc's part for the root's proc (proc index root) and is done
+// with the call: the part is in the entry, or sent to the root's proc on the
+// channel when it does not fit.
+func (o *call) give(root int, part []byte, err error) error {
+	onNet, perr := o.postPart(part, err)
+	o.finished()
+	switch {
+	case perr != nil:
+		return perr
+	case onNet:
+		return o.sendNet(root, tagUp, part, err)
+	}
+	return err
+}
+
+// readParts waits for every other proc's entry of the call and puts its part
+// in parts and its length in lens, by proc index (ours is own). An Allreduce's
+// or Allgather's part on the channel is not received: every proc sees it and
+// the call goes another way (onNet); a Reduce's or Gather's is, from the
+// proc, by the root's. An Allreduce's part in the large areas gives its length
+// alone (big). Every entry is read whatever the faults, unless the job ends.
+func (o *call) readParts(own []byte, parts [][]byte, lens []int) (onNet, big bool, err error) {
+	all := o.k != coll.KindReduce && o.k != coll.KindGather
+	for p := range parts {
+		if p == o.c.me {
+			parts[p], lens[p] = own, len(own)
 			continue
 		}
 		what, data, rerr := o.read(p)
+		lens[p] = len(data)
 		switch {
 		case rerr != nil:
 			err = worse(err, rerr)
+		case what == entBig && len(data) == 8:
+			big = true
+			lens[p], data = int(min(binary.LittleEndian.Uint64(data), 1<<62)), nil
 		case what == entNet && all:
 			onNet = true
 		case what == entNet:
 			data, rerr = o.recvNet(p, tagUp)
+			lens[p] = len(data)
 			err = worse(err, rerr)
 		case what != entData:
 			err = worse(err, o.misses(p))
 		}
 		if err == coll.ErrAborted {
-			return true, err
+			return false, false, err
 		}
-		blobs[p] = data
+		parts[p] = data
 	}
-	switch {
-	case err != nil:
-		return true, err
-	case all && onNet:
-		return false, nil
-	}
-	return true, use(blobs)
+	return onNet, big, err
 }
 
 // scan is the leaders' share of Scan and Exscan: prefix, or in host mode, when
