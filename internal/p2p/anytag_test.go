@@ -3,7 +3,6 @@ package p2p
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 )
@@ -47,19 +46,14 @@ func TestAnyTagKeepsSenderOrder(t *testing.T) {
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		wd := NewWorld(senders+1, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: spin})
 		c := &Comm{Peers: wd.Endpoints, World: wd}
-		var wg sync.WaitGroup
-		for s := 1; s <= senders; s++ {
-			for g := range goroutines {
-				wg.Go(func() {
-					for i := range n {
-						if err := c.Send(s, stamped(g, i, []int{8, 48, 200}[(i+g)%3]), 0, cycleTag(i), Standard); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				})
+		wg := sendFrom(senders, goroutines, func(s, g int) {
+			for i := range n {
+				if err := c.Send(s, stamped(g, i, []int{8, 48, 200}[(i+g)%3]), 0, cycleTag(i), Standard); err != nil {
+					t.Error(err)
+					return
+				}
 			}
-		}
+		})
 		time.Sleep(5 * time.Millisecond) // some wait unexpected
 		seen := orderCheck{}
 		buf := make([]byte, 200)

@@ -217,9 +217,12 @@ type Endpoint struct {
 	wild   list          // posted receives with AnySource or AnyTag, in post order
 	seq    uint64        // post counter
 
-	unexp    queue     // unexpected messages
+	unexp      queue               // unexpected messages
+	lanePosted [mailboxLanes]int32 // exact posted receives by the mailbox lane of their tag
+
 	returned int64     // pool bytes of received eager copies, not yet given back
 	probes   []*waiter // Probe calls waiting for a message
+	_        [32]byte
 
 	// Read by every sender to this rank, written once: a line that stays shared.
 	World *World
@@ -232,8 +235,8 @@ type Endpoint struct {
 	// take the line above away from the senders to this rank.
 	credit  atomic.Int64 // pool bytes this rank may still charge for eager copies it sends
 	spin    atomic.Int64 // adaptive spin budget in ns, see spinFor
-	polling bool         // a blocking receive polls before posting itself (under mu), see Recv
-	_       [44]byte
+	polling uint16       // lanes (bits) where a blocking receive polls before posting itself (under mu), see Recv
+	_       [42]byte
 }
 
 func (ep *Endpoint) init(wd *World, rank int) {
@@ -259,6 +262,7 @@ func (ep *Endpoint) post(r *Request) {
 	}
 	r.where = postedHere
 	ep.posted.push(r)
+	ep.lanePosted[laneOf(r.key.tag)]++
 }
 
 // takePosted removes and returns the earliest posted receive matching envelope k,
@@ -299,6 +303,7 @@ func (ep *Endpoint) dequeue(r *Request) {
 	switch r.where {
 	case postedHere:
 		ep.posted.remove(r)
+		ep.lanePosted[laneOf(r.key.tag)]--
 	case wildHere:
 		ep.wild.remove(r)
 	case unexpHere:

@@ -239,15 +239,26 @@ func TestCacheLineLayout(t *testing.T) {
 			t.Fatalf("a Request at %#x is not line-aligned", p)
 		}
 	}
+	var ln lane
+	if unsafe.Offsetof(ln.head) != 64 || unsafe.Offsetof(ln.slot) != 128 || unsafe.Sizeof(slot{}) != 64 {
+		t.Errorf("a lane's tail, head and slots do not have lines of their own (head at %d, slots at %d, %d bytes each)",
+			unsafe.Offsetof(ln.head), unsafe.Offsetof(ln.slot), unsafe.Sizeof(slot{}))
+	}
 	var b mailbox
-	if unsafe.Offsetof(b.head) != 64 || unsafe.Offsetof(b.slot) != 128 || unsafe.Sizeof(slot{}) != 64 {
-		t.Errorf("a mailbox's tail, head and slots do not have lines of their own (head at %d, slots at %d, %d bytes each)",
-			unsafe.Offsetof(b.head), unsafe.Offsetof(b.slot), unsafe.Sizeof(slot{}))
+	if unsafe.Offsetof(b.clock) != 64 || unsafe.Offsetof(b.moves) != 128 {
+		t.Errorf("a mailbox's clock and moves do not have lines of their own (clock at %d, moves at %d)",
+			unsafe.Offsetof(b.clock), unsafe.Offsetof(b.moves))
 	}
 	for range 100 {
-		boxSink = newMailbox() // on the heap, where mailboxes live
-		if p := uintptr(unsafe.Pointer(boxSink)); p%64 != 0 {
-			t.Fatalf("a mailbox at %#x is not line-aligned", p)
+		clockSink = newMailbox().clock // on the heap, where clocks live
+		if p := uintptr(unsafe.Pointer(clockSink)); p%128 != 0 {
+			t.Fatalf("a clock at %#x does not start a 128-byte block", p)
+		}
+	}
+	for range 100 {
+		laneSink = newLane() // on the heap, where lanes live
+		if p := uintptr(unsafe.Pointer(laneSink)); p%64 != 0 {
+			t.Fatalf("a lane at %#x is not line-aligned", p)
 		}
 	}
 	for _, n := range []int{1, 2, 3, 5, 16, 100, 1000} {
@@ -260,8 +271,9 @@ func TestCacheLineLayout(t *testing.T) {
 }
 
 var (
-	sink    *Request
-	boxSink *mailbox
+	sink      *Request
+	laneSink  *lane
+	clockSink *clock
 )
 
 // receive is Comm.Recv returning the status.

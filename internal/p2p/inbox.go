@@ -35,11 +35,29 @@ func (ep *Endpoint) push(m *Request) {
 
 // drain moves the mailbox and then the inbox into the engine in arrival order: each
 // message goes into the earliest matching posted receive, or onto the unexpected
-// queue. It returns how many receives it completed. Caller holds ep.mu.
-func (ep *Endpoint) drain() (completed int) {
-	_, _, completed = ep.takeBox(nil, nil, published)
+// queue; the lanes' messages that no posted receive takes may stay (see takeBox).
+// It returns how many receives it completed. Caller holds ep.mu.
+func (ep *Endpoint) drain() int {
+	_, _, completed := ep.takeBox(nil, nil, published)
+	return completed + ep.drainInbox()
+}
+
+// merge is drain leaving nothing published in the mailbox: for Probe, which looks
+// at the unexpected queue only, and for a sender that makes room in the lanes.
+// Caller holds ep.mu.
+func (ep *Endpoint) merge() int {
+	completed := 0
+	if b := ep.box.Load(); b != nil {
+		_, _, completed = ep.mergeBox(b, nil, nil, published)
+	}
+	return completed + ep.drainInbox()
+}
+
+// drainInbox moves the inbox into the engine, each message after the mailbox's
+// messages stamped before it. Caller holds ep.mu.
+func (ep *Endpoint) drainInbox() (completed int) {
 	if ep.inbox.Load() == nil {
-		return completed
+		return 0
 	}
 	ep.moved()
 	var fifo *Request

@@ -3,6 +3,7 @@ package p2p
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"sync"
 	"testing"
 	"time"
@@ -61,13 +62,13 @@ func TestMailboxUnexpected(t *testing.T) {
 			t.Fatal("no mailbox after mailboxAfter messages")
 		}
 	})
-	sendThenReceive(t, c, mailboxSlots+10, func() {
-		if b := ep.box.Load(); b.tail.Load() != mailboxSlots || !b.stuck.Load() || ep.inbox.Load() == nil {
-			t.Fatal("the messages did not fill the mailbox, find it stuck and go through the inbox")
+	sendThenReceive(t, c, laneSlots+10, func() {
+		if ln := laneFor(ep, 0); ln.tail.Load() != laneSlots || !ln.stuck.Load() || ep.inbox.Load() == nil {
+			t.Fatal("the messages did not fill the lane, find it stuck and go through the inbox")
 		}
 	})
-	if ep.box.Load().stuck.Load() {
-		t.Fatal("the mailbox is still stuck after its receiver took messages")
+	if laneFor(ep, 0).stuck.Load() {
+		t.Fatal("the lane is still stuck after its receiver took messages")
 	}
 	if got := wd.Pooled(); got > wd.chunk {
 		t.Fatalf("after every message was received the pool still lends %d", got)
@@ -98,7 +99,7 @@ func TestMailboxPoolCharge(t *testing.T) {
 		}
 	}
 	exchange(mailboxAfter, func() {})
-	b := ep.box.Load()
+	b := laneFor(ep, 0)
 	if b == nil {
 		t.Fatal("no mailbox after mailboxAfter messages")
 	}
@@ -110,9 +111,13 @@ func TestMailboxPoolCharge(t *testing.T) {
 		if h := held(); h != 0 {
 			t.Fatalf("the ring's messages charge the pool %d bytes, want none", h)
 		}
-		ep.Progress() // no receive is posted: the ring's messages queue as unexpected
+		ep.Progress() // no receive is posted: the lane's messages stay
+		if ep.unexp.n != 0 || b.head.Load() != 0 {
+			t.Fatalf("a drain with no receive posted took the lane's messages: %d unexpected", ep.unexp.n)
+		}
+		mergeAll(ep) // a merge, as Probe's, queues them as unexpected
 		if ep.unexp.n != n {
-			t.Fatalf("%d unexpected messages after the drain, want %d", ep.unexp.n, n)
+			t.Fatalf("%d unexpected messages after the merge, want %d", ep.unexp.n, n)
 		}
 		if h, want := held(), n*chargeOf(1); h != want {
 			t.Fatalf("the unexpected messages charge the pool %d bytes, want %d", h, want)
@@ -135,12 +140,27 @@ func TestMailboxPoolCharge(t *testing.T) {
 		ep.returned = 0
 		room := wd.cfg.PoolCap - wd.Pooled()
 		wd.pooled.Add(room)
-		ep.Progress()
+		mergeAll(ep)
 		if h, want := held()-room, chargeOf(1); h != want {
 			t.Fatalf("the message queued with the pool full charges it %d bytes, want %d", h, want)
 		}
 		wd.pooled.Add(-room)
 	})
+}
+
+// laneFor returns the lane of ep's mailbox that messages of tag take, or nil.
+func laneFor(ep *Endpoint, tag int32) *lane {
+	if b := ep.box.Load(); b != nil {
+		return b.lanes[laneOf(tag)].Load()
+	}
+	return nil
+}
+
+// mergeAll moves what ep's mailbox and inbox hold into the engine, as Probe does.
+func mergeAll(ep *Endpoint) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.merge()
 }
 
 // sendThenReceive has rank 1 of c send n one-byte messages to rank 0, calls
@@ -167,7 +187,7 @@ func sendThenReceive(t *testing.T, c *Comm, n int, between func()) {
 func TestMailboxPacesSender(t *testing.T) {
 	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Second})
 	c := &Comm{Peers: wd.Endpoints, World: wd}
-	const n = 20 * mailboxSlots
+	const n = 20 * laneSlots
 	go func() {
 		for i := range n {
 			if err := c.Send(1, []byte{byte(i)}, 0, 0, Standard); err != nil {
@@ -185,15 +205,15 @@ func TestMailboxPacesSender(t *testing.T) {
 		}
 		ep.mu.Lock()
 		queued := ep.unexp.n
-		if b := ep.box.Load(); b != nil {
-			queued += int(b.tail.Load() - b.head.Load())
+		if ln := laneFor(ep, 0); ln != nil {
+			queued += int(ln.tail.Load() - ln.head.Load())
 		}
 		ep.mu.Unlock()
 		most = max(most, queued)
 		time.Sleep(time.Microsecond) // slower than the sender
 	}
-	if most > mailboxAfter+mailboxSlots {
-		t.Fatalf("the receiver found %d messages queued, more than the %d before the mailbox and in it", most, mailboxAfter+mailboxSlots)
+	if most > mailboxAfter+laneSlots {
+		t.Fatalf("the receiver found %d messages queued, more than the %d before the mailbox and in it", most, mailboxAfter+laneSlots)
 	}
 }
 
@@ -210,11 +230,12 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			c := &Comm{Peers: wd.Endpoints, World: wd}
 			ep := wd.Endpoints[0]
 			ep.box.Store(newMailbox())
-			late, pos := ep.claimSlot(ep.box.Load()) // rank 2's message, not written yet
+			ln := ep.box.Load().lane(laneOf(0))
+			late, pos := ep.claimSlot(ln) // rank 2's message, not written yet
 			if err := c.Send(1, []byte{1}, 0, 0, Standard); err != nil {
 				t.Fatal(err)
 			}
-			if ep.box.Load().tail.Load() != 2 {
+			if ln.tail.Load() != 2 {
 				t.Fatal("rank 1's first message did not take the mailbox")
 			}
 			sent := make(chan error, 1)
@@ -296,54 +317,60 @@ func TestRecvPollsBeforePosting(t *testing.T) {
 	}
 }
 
-// TestOnePollerARank has two goroutines of a rank receive at once: one polls, the
-// other posts itself at once, and both get their messages.
-func TestOnePollerARank(t *testing.T) {
-	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Hour})
-	c := &Comm{Peers: wd.Endpoints, World: wd}
-	ep := wd.Endpoints[0]
-	got := make(chan error, 2)
-	for tag := 1; tag <= 2; tag++ {
-		go func() {
-			var b [1]byte
-			st, err := receive(c, 0, b[:], 1, tag)
-			if err == nil && (st.Tag != tag || b[0] != byte(tag)) {
-				err = fmt.Errorf("receive of tag %d got tag %d, message %d", tag, st.Tag, b[0])
+// TestOnePollerALane has two goroutines of a rank receive at once. On tags of
+// one mailbox lane, one polls and the other posts itself at once; on tags of two
+// lanes, both poll. Either way both get their messages.
+func TestOnePollerALane(t *testing.T) {
+	same := int32(2)
+	for laneOf(same) != laneOf(1) {
+		same++
+	}
+	for _, tc := range []struct {
+		name         string
+		tags         [2]int
+		posts, polls int
+	}{{"one lane", [2]int{1, int(same)}, 1, 1}, {"two lanes", [2]int{1, 2}, 0, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Hour})
+			c := &Comm{Peers: wd.Endpoints, World: wd}
+			ep := wd.Endpoints[0]
+			got := make(chan error, 2)
+			for _, tag := range tc.tags {
+				go func() {
+					var b [1]byte
+					st, err := receive(c, 0, b[:], 1, tag)
+					if err == nil && (st.Tag != tag || b[0] != byte(tag)) {
+						err = fmt.Errorf("receive of tag %d got tag %d, message %d", tag, st.Tag, b[0])
+					}
+					got <- err
+				}()
 			}
-			got <- err
-		}()
-	}
-	for deadline := time.Now().Add(20 * time.Second); postCount(ep) == 0 || !polls(ep); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d receives posted, polling %v: want one of each", postCount(ep), polls(ep))
-		}
-		time.Sleep(time.Millisecond)
-	}
-	for _, tag := range []int{2, 1} {
-		if err := c.Send(1, []byte{byte(tag)}, 0, tag, Standard); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 2 {
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
+			for deadline := time.Now().Add(20 * time.Second); int(postCount(ep)) != tc.posts || polls(ep) != tc.polls; {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d receives posted, %d polling: want %d and %d", postCount(ep), polls(ep), tc.posts, tc.polls)
+				}
+				time.Sleep(time.Millisecond)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatal("a receive did not complete")
-		}
-	}
-	if n := postCount(ep); n != 1 {
-		t.Fatalf("%d receives posted, want 1: one polls, the other posts", n)
+			for _, tag := range []int{tc.tags[1], tc.tags[0]} {
+				if err := c.Send(1, []byte{byte(tag)}, 0, tag, Standard); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				awaitErr(t, got, "a receive did not complete")
+			}
+			if n := postCount(ep); int(n) != tc.posts {
+				t.Fatalf("%d receives posted, want %d", n, tc.posts)
+			}
+		})
 	}
 }
 
-// polls says whether a receive of ep polls.
-func polls(ep *Endpoint) bool {
+// polls says how many receives of ep poll.
+func polls(ep *Endpoint) int {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.polling
+	return bits.OnesCount16(ep.polling)
 }
 
 // postCount is how many receives ep has posted so far.
@@ -380,13 +407,13 @@ func TestParkedTagDrains(t *testing.T) {
 	if queued != 0 {
 		t.Fatalf("%d messages of tag 2 were queued as unexpected for a goroutine parked on tag 1", queued)
 	}
-	const more = n + mailboxSlots
+	const more = n + laneSlots
 	for i := n; i < more; i++ {
 		if err := c.Send(1, []byte{byte(i)}, 0, 2, Standard); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if b := ep.box.Load(); b.stuck.Load() || ep.inbox.Load() != nil {
+	if laneFor(ep, 2).stuck.Load() || ep.inbox.Load() != nil {
 		t.Fatal("the sender waited for a receiver parked on another tag, and turned to the inbox")
 	}
 	ep.parked.Add(-1)

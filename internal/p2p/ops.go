@@ -194,7 +194,7 @@ func (c *Comm) pollRecv(me int, buf []byte, src, tag int, st *Status) (r *Reques
 		return
 	}
 	_, start = ep.spinFor(func() bool {
-		if ep.queued.Load() == seen && !ep.arrived() {
+		if ep.queued.Load() == seen && !ep.arrivedFor(int32(tag)) {
 			return false
 		}
 		seen = ep.queued.Load()
@@ -205,8 +205,9 @@ func (c *Comm) pollRecv(me int, buf []byte, src, tag int, st *Status) (r *Reques
 }
 
 // recvMode says what startRecv does when no message matches. One receive of a rank
-// polls at a time (Endpoint.polling, under the lock that startRecv takes anyway, so
-// that polling costs no atomic operation of its own on a hand-off's path).
+// polls at a time in each lane of its mailbox, and one with AnyTag (Endpoint.polling,
+// under the lock that startRecv takes anyway, so that polling costs no atomic
+// operation of its own on a hand-off's path).
 type recvMode uint8
 
 const (
@@ -215,6 +216,14 @@ const (
 	pollOn                        // the caller polls: it goes on polling
 	postAfterPoll                 // the caller polled in vain: it stops polling and posts
 )
+
+// pollBit is the bit of Endpoint.polling of a receive of tag (maybe AnyTag).
+func pollBit(tag int32) uint16 {
+	if tag == AnyTag {
+		return 1 << mailboxLanes
+	}
+	return 1 << laneOf(tag)
+}
 
 // local reports whether a message from src (maybe AnySource) can only come from a
 // rank of this proc.
@@ -249,9 +258,10 @@ func (c *Comm) Irecv(me int, buf []byte, src, tag int, r *Request) {
 func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recvMode, st *Status) (posted *Request, ok bool) {
 	ep := c.Peers[me]
 	pat := key{c.Ctx, int32(src), int32(tag)}
+	poll := pollBit(pat.tag)
 	ep.mu.Lock()
 	if mode == pollOn || mode == postAfterPoll {
-		ep.polling = false // set again below if the caller goes on polling
+		ep.polling &^= poll // set again below if the caller goes on polling
 	}
 	if ep.takeNext(pat, buf, st) {
 		ep.mu.Unlock()
@@ -264,7 +274,7 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recv
 			*st = s
 			return nil, true
 		}
-		ep.drain()
+		ep.drainInbox() // not the lanes again: a message that came meanwhile would be left (see waiting)
 		m = ep.unexp.match(pat)
 	}
 	if m != nil {
@@ -274,8 +284,8 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recv
 		*st = ep.take(m, buf)
 		return nil, true
 	}
-	if mode == pollOn || mode == pollOrPost && !ep.polling {
-		ep.polling = true
+	if mode == pollOn || mode == pollOrPost && ep.polling&poll == 0 {
+		ep.polling |= poll
 		ep.mu.Unlock()
 		return nil, false
 	}
@@ -414,7 +424,7 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 	defer ep.mu.Unlock()
 	losses := c.World.losses.Load()
 	for {
-		ep.drain()
+		ep.merge()
 		if m, st := ep.peek(pat, take); m != nil {
 			return m, st, nil
 		}
@@ -469,7 +479,7 @@ func (c *Comm) Iprobe(me, src, tag int, take bool) (*Request, Status, error) {
 	c.World.flushDeferred()
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	ep.drain()
+	ep.merge()
 	if m, st := ep.peek(key{c.Ctx, int32(src), int32(tag)}, take); m != nil {
 		return m, st, nil
 	}
