@@ -90,6 +90,20 @@ func (ep *Endpoint) Progress() {
 	ep.progress(nil)
 }
 
+// wake drains ep for its parked goroutines after the caller left a message of a
+// tag one of them waits for in ep's mailbox. It does not ask arrived first: the
+// message may sit behind a slot that another sender has claimed and not yet
+// written, which arrived does not look past, and a drain waits for.
+func (ep *Endpoint) wake() {
+	ep.World.flushDeferred()
+	ep.mu.Lock()
+	n := ep.drain()
+	ep.mu.Unlock()
+	if n > 0 {
+		runtime.Gosched() // the goroutines it woke, queued on our P
+	}
+}
+
 // progress drains the inbox of ep. When that completes receives other than own, it
 // yields the processor: a goroutine woken by it waits on this P until we do.
 func (ep *Endpoint) progress(own *Request) {

@@ -168,6 +168,99 @@ func TestLaneHeadBehindClaim(t *testing.T) {
 	}
 }
 
+// TestParkedBehindClaim has a receive park for a message that comes in its lane
+// behind a slot that another sender has claimed but not yet written: the receive
+// parks first and the slot is claimed while it sleeps, or the message comes first.
+// That sender's message is of a tag nobody waits for: it drains for no one when
+// it publishes. So the drain by the message's own sender, or by the parking
+// receive, must wait for the slot.
+func TestParkedBehindClaim(t *testing.T) {
+	for _, first := range []string{"receive", "message"} {
+		t.Run(first+" first", func(t *testing.T) {
+			wd := NewWorld(3, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 0})
+			c := &Comm{Peers: wd.Endpoints, World: wd}
+			ep := wd.Endpoints[0]
+			sendThenReceive(t, c, mailboxAfter, func() {})
+			b := ep.box.Load()
+			var (
+				late  *slot
+				pos   uint64
+				stamp uint64
+			)
+			claim := func() { // rank 2's message of another tag, not written yet
+				stamp = b.clock.n.Add(1) - 1
+				late, pos = ep.claimSlot(b.lane(laneOf(0)))
+			}
+			other := laneMate(0)
+			send := func() {
+				if err := c.Send(1, []byte{9}, 0, 0, Standard); err != nil {
+					t.Error(err)
+				}
+			}
+			if first == "message" {
+				claim()
+				send()
+			}
+			done := make(chan error, 1)
+			go func() {
+				var m [1]byte
+				_, err := receive(c, 0, m[:], 1, 0)
+				if err == nil && m[0] != 9 {
+					err = fmt.Errorf("the receive of tag 0 got message %d, want 9", m[0])
+				}
+				done <- err
+			}()
+			for ep.parked.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			if first == "receive" {
+				time.Sleep(time.Millisecond) // into its select
+				claim()
+			}
+			time.AfterFunc(5*time.Millisecond, func() {
+				late.stamp, late.key, late.n = stamp, key{src: 2, tag: other}, 0
+				late.publish(pos)
+			})
+			if first == "receive" {
+				send()
+			}
+			awaitErr(t, done, "the parked receive did not get its message from behind a claimed slot")
+			if st, err := receive(c, 0, nil, 2, int(other)); err != nil || st.Len != 0 {
+				t.Fatalf("receive from rank 2: %+v, %v", st, err)
+			}
+		})
+	}
+}
+
+// TestProbeWakes has a Probe wait for a message that then comes through the
+// mailbox: the sender's drain must move it to the unexpected queue, where the
+// Probe looks, rather than leave it in its lane.
+func TestProbeWakes(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 0})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	sendThenReceive(t, c, mailboxAfter, func() {})
+	done := make(chan error, 1)
+	go func() {
+		_, st, err := c.Probe(0, 1, 5, false)
+		if err == nil && (st.Tag != 5 || st.Bytes != 1) {
+			err = fmt.Errorf("the probe found %+v, want 1 byte of tag 5", st)
+		}
+		done <- err
+	}()
+	for ep.parked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Send(1, []byte{3}, 0, 5, Standard); err != nil {
+		t.Fatal(err)
+	}
+	awaitErr(t, done, "the probe did not see the message come through the mailbox")
+	var m [1]byte
+	if _, err := receive(c, 0, m[:], 1, 5); err != nil || m[0] != 3 {
+		t.Fatalf("got message %d (%v), want 3", m[0], err)
+	}
+}
+
 // TestLaneCollision has a message that nobody receives yet sit at the head of a
 // lane, and a receive of another tag of that lane park: the message it waits for,
 // which comes behind, must still reach it (the head moving to the unexpected queue).

@@ -36,7 +36,7 @@ import (
 // two messages of one sender, m1 then m2, anything ahead of m1 in its lane claimed
 // its slot before m1 did, hence its stamp before m1 was published, hence before
 // m2's stamp: lower than m2's. A merge that takes the lanes' heads lowest stamp
-// first, and stops (or waits) at a head claimed but not published, therefore takes
+// first, and waits at a head claimed but not published, therefore takes
 // m1 before m2. What a sender pushes into the inbox carries the clock as its stamp
 // (Request.seq): a drain takes the ring's published slots, then the inbox, and before
 // it matches an inbox message it merges every slot stamped before it. A direct send,
@@ -181,7 +181,7 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 	s.publish(pos)
 	// As for the inbox: we store the slot, then load parked.
 	if ep.wants(k.tag) {
-		ep.Progress()
+		ep.wake()
 	}
 	return true
 }
@@ -304,24 +304,25 @@ func (ep *Endpoint) stamp() uint64 {
 	return 0
 }
 
-// published, for takeBox: every message published so far, and no wait.
+// published, for takeBox: every message, whatever its stamp.
 const published = ^uint64(0)
 
 // takeBox takes the mailbox's messages: each goes into the earliest matching
 // posted receive or, failing that, when pat is not nil and matches it, into buf,
 // which ends the taking; else onto the unexpected queue as an eager copy charged
 // to the pool (see hold). With until published it takes what is published, lane
-// by lane while no posted receive has a wildcard nor pat an AnyTag (takeLanes),
-// else merged (see Order), and stops at a head that is claimed but not published.
-// With a stamp as until it merges every message stamped before until, waiting for
-// those claimed but not yet published. It returns the status of a message received
-// into buf (ok) and how many posted receives it completed. Caller holds ep.mu.
+// by lane while no posted receive has a wildcard, no Probe waits (it looks at the
+// unexpected queue only) and pat has no AnyTag (takeLanes), else merged (see
+// Order). With a stamp as until it merges every message stamped before until. A
+// merge waits at a head claimed but not yet published; so does a lane with a
+// posted receive. It returns the status of a message received into buf (ok) and
+// how many posted receives it completed. Caller holds ep.mu.
 func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok bool, completed int) {
 	b := ep.box.Load()
 	if b == nil {
 		return
 	}
-	if until == published && ep.wild.head == nil && (pat == nil || pat.tag != AnyTag) {
+	if until == published && ep.wild.head == nil && len(ep.probes) == 0 && (pat == nil || pat.tag != AnyTag) {
 		var blocked bool
 		if st, ok, completed, blocked = ep.takeLanes(b, pat, buf); ok || !blocked {
 			return
@@ -372,7 +373,7 @@ func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool) (st Stat
 // at a message that goes into neither, and stays as it is; blocked reports that
 // one of them may hide a message that a posted receive or pat waits for, which
 // only a merge may then move to the unexpected queue. Caller holds ep.mu, and no
-// posted receive has a wildcard.
+// posted receive has a wildcard, no Probe waits.
 func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok bool, completed int, blocked bool) {
 	for i := range b.lanes {
 		ln := b.lanes[i].Load()
@@ -383,7 +384,14 @@ func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok b
 		for !ok {
 			s := &ln.slot[pos%laneSlots]
 			if !s.published(pos) {
-				break
+				if ep.lanePosted[i] == 0 || ln.tail.Load() <= pos {
+					break
+				}
+				// A sender between its claim and its publication: behind it may
+				// be the message of a posted receive, whose goroutine may be
+				// parked, and the sender drains only for its own message's tag.
+				runtime.Gosched()
+				continue
 			}
 			var done bool
 			st, ok, done = ep.takeSlot(s, pat, buf, false)
@@ -414,7 +422,8 @@ func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok b
 
 // earliest returns the lane, slot and position of the published head of the lowest
 // stamp when that stamp is below until, or a nil slot. At a head claimed but not
-// published it returns nil with until published, else waits for it.
+// published it waits for it: a merge that stopped there would leave behind it what
+// a parked receive waits for, and its sender drains only for its own message's tag.
 func (b *mailbox) earliest(until uint64) (*lane, *slot, uint64) {
 	for {
 		var (
@@ -442,9 +451,6 @@ func (b *mailbox) earliest(until uint64) (*lane, *slot, uint64) {
 				return nil, nil, 0
 			}
 			return best, first, at
-		}
-		if until == published {
-			return nil, nil, 0
 		}
 		runtime.Gosched() // a sender is between its claim and its publication
 	}
@@ -497,6 +503,27 @@ func (ep *Endpoint) hold(n int64) {
 	case !ep.reserve(n):
 		ep.World.pooled.Add(n)
 	}
+}
+
+// pending reports whether the inbox or a lane holds messages, published or still
+// being written: a parking goroutine's last look, which must see a message behind
+// a slot that another sender has claimed and not yet written (arrived does not
+// look past it, nor does the drain of that sender, whose message may be of a tag
+// nobody waits for).
+func (ep *Endpoint) pending() bool {
+	if ep.inbox.Load() != nil {
+		return true
+	}
+	b := ep.box.Load()
+	if b == nil {
+		return false
+	}
+	for i := range b.lanes {
+		if ln := b.lanes[i].Load(); ln != nil && ln.tail.Load() > ln.head.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // arrived reports whether a message waits in the mailbox or the inbox.

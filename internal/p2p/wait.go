@@ -100,7 +100,12 @@ func (ep *Endpoint) park(rs []*Request, tags uint64) bool {
 	ok := true
 loop:
 	for {
-		ep.Progress()
+		ep.World.flushDeferred()
+		if ep.pending() {
+			ep.mu.Lock()
+			ep.drain()
+			ep.mu.Unlock()
+		}
 		for _, r := range rs {
 			if j := r.job.Load(); j != nil {
 				j.help()
