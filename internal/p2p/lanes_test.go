@@ -34,6 +34,24 @@ func awaitErr(t *testing.T, ch <-chan error, what string) {
 	}
 }
 
+// parkedReceive starts a receive at rank 0 of c of tag 0 from rank 1, which must
+// get message 9, and returns once it has parked: its outcome comes on the channel.
+func parkedReceive(c *Comm) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var m [1]byte
+		_, err := receive(c, 0, m[:], 1, 0)
+		if err == nil && m[0] != 9 {
+			err = fmt.Errorf("the receive of tag 0 got message %d, want 9", m[0])
+		}
+		done <- err
+	}()
+	for c.Peers[0].parked.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
 // laneMate returns the first tag after tag that takes the same mailbox lane.
 func laneMate(tag int32) int32 {
 	t := tag + 1
@@ -201,18 +219,7 @@ func TestParkedBehindClaim(t *testing.T) {
 				claim()
 				send()
 			}
-			done := make(chan error, 1)
-			go func() {
-				var m [1]byte
-				_, err := receive(c, 0, m[:], 1, 0)
-				if err == nil && m[0] != 9 {
-					err = fmt.Errorf("the receive of tag 0 got message %d, want 9", m[0])
-				}
-				done <- err
-			}()
-			for ep.parked.Load() == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			done := parkedReceive(c)
 			if first == "receive" {
 				time.Sleep(time.Millisecond) // into its select
 				claim()
@@ -267,24 +274,12 @@ func TestProbeWakes(t *testing.T) {
 func TestLaneCollision(t *testing.T) {
 	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 0})
 	c := &Comm{Peers: wd.Endpoints, World: wd}
-	ep := wd.Endpoints[0]
 	sendThenReceive(t, c, mailboxAfter, func() {})
 	other := int(laneMate(0))
 	if err := c.Send(1, []byte{7}, 0, other, Standard); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		var m [1]byte
-		_, err := receive(c, 0, m[:], 1, 0)
-		if err == nil && m[0] != 9 {
-			err = fmt.Errorf("the receive of tag 0 got message %d, want 9", m[0])
-		}
-		done <- err
-	}()
-	for ep.parked.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	done := parkedReceive(c)
 	if err := c.Send(1, []byte{9}, 0, 0, Standard); err != nil {
 		t.Fatal(err)
 	}
