@@ -47,12 +47,13 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	if cfg.netShm {
 		ring = shm.DefaultRing
 	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
+	}
 	dev, err := netd.New(netd.Config{
 		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
 		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin, Shm: ring, Delay: cfg.netDelay,
-		Log: func(format string, args ...any) {
-			fmt.Fprintf(os.Stderr, "weft: proc %d: %s\n", bj.Proc, fmt.Sprintf(format, args...))
-		},
+		Log: logf,
 	})
 	if err != nil {
 		ln.Close()
@@ -76,7 +77,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 		xn.HostMode(func(proc int) int {
 			h, _ := bj.Layout.HostOf(proc)
 			return h
-		}, cfg.crowded)
+		}, cfg.crowded, logf)
 	}
 	if cfg.p2p.ErrorsReturn {
 		// Survivors must hear of a death even from a proc they never sent to.

@@ -622,7 +622,9 @@ func (c *Comm) setUp() {
 	if c.me == 0 {
 		var offer []byte
 		s, f, err := shmem.Create(size)
-		if err == nil {
+		if err != nil {
+			c.net.unhosted(fmt.Errorf("cannot make the shared segment: %w", err))
+		} else {
 			defer f.Close()
 			seg = s
 			offer = binary.LittleEndian.AppendUint64(nil, uint64(os.Getpid()))
@@ -647,7 +649,10 @@ func (c *Comm) setUp() {
 			send(p, tagVerdict, verdict)
 		}
 	} else {
-		seg = openOffer(recv(0, tagOffer), size)
+		var err error
+		if seg, err = openOffer(recv(0, tagOffer), size); err != nil {
+			c.net.unhosted(err)
+		}
 		mapped := []byte{0}
 		if seg != nil {
 			mapped[0] = 1
@@ -669,24 +674,25 @@ func (c *Comm) setUp() {
 	c.host = h
 }
 
-// openOffer maps the segment that offer names, or returns nil.
-func openOffer(offer []byte, size int) *shmem.Segment {
+// openOffer maps the segment that offer names, or says why it cannot.
+func openOffer(offer []byte, size int) (*shmem.Segment, error) {
 	if len(offer) != 24 {
-		return nil
+		return nil, fmt.Errorf("proc index 0 offered no shared segment (%d bytes of offer)", len(offer))
 	}
 	pid, fd := binary.LittleEndian.Uint64(offer), binary.LittleEndian.Uint64(offer[8:])
-	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
+	path := fmt.Sprintf("/proc/%d/fd/%d", pid, fd)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("cannot open proc index 0's shared segment: %w", err)
 	}
 	defer f.Close()
 	seg, err := shmem.Map(f, size)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("cannot map proc index 0's shared segment %s: %w", path, err)
 	}
 	if string(seg.Mem[offNonce:offNonce+8]) != string(offer[16:]) {
-		seg.Unmap() // another process's descriptor: we do not share its pids
-		return nil
+		seg.Unmap()
+		return nil, fmt.Errorf("%s is not proc index 0's shared segment: the procs do not share a pid namespace", path)
 	}
-	return seg
+	return seg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,29 +250,48 @@ func TestHostOffer(t *testing.T) {
 		return append(b, nonce...)
 	}
 	good := offer(os.Getpid(), int(f.Fd()), "8 bytes!")
-	m := openOffer(good, size)
-	if m == nil {
-		t.Fatal("the segment's own offer was refused")
+	m, err := openOffer(good, size)
+	if err != nil {
+		t.Fatalf("the segment's own offer was refused: %v", err)
 	}
 	m.Word64(offDone).Store(42)
 	if got := seg.Word64(offDone).Load(); got != 42 {
 		t.Fatalf("a word written through the offer's mapping reads %d in the creator's, want 42", got)
 	}
 	m.Unmap()
-	for name, bad := range map[string][]byte{
-		"short":         good[:23],
-		"no descriptor": offer(os.Getpid(), 1<<20, "8 bytes!"),
-		"other nonce":   offer(os.Getpid(), int(f.Fd()), "8 bytes?"),
-		"not a segment": offer(os.Getpid(), 0, "8 bytes!"),
+	for _, bad := range []struct {
+		name, why string
+		offer     []byte
+		size      int
+	}{
+		{"short", "offered no shared segment", good[:23], size},
+		{"no descriptor", "cannot open", offer(os.Getpid(), 1<<20, "8 bytes!"), size},
+		{"other nonce", "do not share a pid namespace", offer(os.Getpid(), int(f.Fd()), "8 bytes?"), size},
+		{"not a segment", "cannot map", offer(os.Getpid(), 0, "8 bytes!"), size},
+		{"another size", "cannot map", good, size + lineBytes},
 	} {
-		if m := openOffer(bad, size); m != nil {
+		m, err := openOffer(bad.offer, bad.size)
+		if m != nil {
 			m.Unmap()
-			t.Errorf("%s: mapped", name)
+			t.Errorf("%s: mapped", bad.name)
+		} else if err == nil || !strings.Contains(err.Error(), bad.why) {
+			t.Errorf("%s: refused with %v, want an error saying %q", bad.name, err, bad.why)
 		}
 	}
-	if m := openOffer(good, size+lineBytes); m != nil {
-		m.Unmap()
-		t.Error("mapped a segment of another size")
+}
+
+// TestUnhostedTellsOnce checks that a proc that cannot share a segment says so,
+// with the reason, once however many communicators try.
+func TestUnhostedTellsOnce(t *testing.T) {
+	var lines []string
+	n := NewNet(0, nil, nil)
+	n.HostMode(func(int) int { return 0 }, false, func(format string, args ...any) {
+		lines = append(lines, fmt.Sprintf(format, args...))
+	})
+	n.unhosted(errors.New("no /proc here"))
+	n.unhosted(errors.New("again"))
+	if len(lines) != 1 || !strings.Contains(lines[0], "no /proc here") || !strings.Contains(lines[0], "collective channel") {
+		t.Fatalf("logged %q, want one line saying the collectives stay on the channel, and why", lines)
 	}
 }
 

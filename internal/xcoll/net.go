@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weft-mpi/weft/internal/coll"
@@ -50,6 +51,8 @@ type Net struct {
 	eager   int                  // eagerBytes; tests lower it
 	hostOf  func(proc int) int   // a proc's host, if communicators whose procs share one use host mode (host.go)
 	crowded bool                 // this host runs more procs than it has CPUs
+	logf    func(string, ...any) // where a failed host mode set-up is told, once (see unhosted)
+	told    atomic.Bool          // logf was told
 	lost    chan struct{}        // closed when the first proc is lost
 	once    sync.Once            // closes lost
 }
@@ -189,9 +192,20 @@ func (n *Net) PollNet(p netd.Poller, spin time.Duration) { n.poller, n.spin = p,
 
 // HostMode has communicators whose procs all run on one host (hostOf names a
 // proc's) meet in a shared segment (host.go); crowded says that the host runs
-// more procs than it has CPUs. Call it before the first collective.
-func (n *Net) HostMode(hostOf func(proc int) int, crowded bool) {
-	n.hostOf, n.crowded = hostOf, crowded
+// more procs than it has CPUs. logf is told, once, when this proc cannot share
+// a segment, and its communicators keep the channel. Call it before the first
+// collective.
+func (n *Net) HostMode(hostOf func(proc int) int, crowded bool, logf func(string, ...any)) {
+	n.hostOf, n.crowded, n.logf = hostOf, crowded, logf
+}
+
+// unhosted tells logf, the first time, why this proc could not share a
+// segment: the collectives of procs of one host then run on the channel, as
+// correct but slower, which nobody would otherwise know.
+func (n *Net) unhosted(err error) {
+	if n.logf != nil && !n.told.Swap(true) {
+		n.logf("collectives of procs on one host stay on the collective channel: %v", err)
+	}
 }
 
 // ended says whether the job ended abnormally or a proc was lost.

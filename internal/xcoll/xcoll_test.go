@@ -288,7 +288,7 @@ func inLayouts(t *testing.T, layouts [][]int, fn func(c *Comm, r, n int) error) 
 func hostMesh(procs int, aborted <-chan struct{}) []*Net {
 	nets := mesh(procs, aborted)
 	for _, n := range nets {
-		n.HostMode(func(int) int { return 0 }, procs > runtime.GOMAXPROCS(0))
+		n.HostMode(func(int) int { return 0 }, procs > runtime.GOMAXPROCS(0), nil)
 	}
 	return nets
 }
