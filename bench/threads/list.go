@@ -39,8 +39,17 @@ func tests(quick bool) []bench.Test {
 		both(k, 2, "-test", "latency", "-pairs", strconv.Itoa(k), "-iters", n(1000, 200))
 		both(k, 2, "-test", "allreduce", "-comms", strconv.Itoa(k), "-iters", n(500, 100))
 	}
+	// A message rate needs runs longer than a start-up: 50,000 messages a pair
+	// take about 10 ms, and 4T-4T varied from 6.6 to 17 M/s in such runs. With
+	// processes outnumbering the cores (P, more than one pair) they stay few:
+	// MPICH's 4P-4P took 17 s for 50,000.
 	for _, k := range rates {
-		both(k, 2, "-test", "msgrate", "-pairs", strconv.Itoa(k), "-iters", n(50000, 10000))
+		procIters := 200000
+		if k > 1 {
+			procIters = 50000
+		}
+		add(2*k, 2*k, "-mode", "P", "-test", "msgrate", "-pairs", strconv.Itoa(k), "-iters", n(procIters, 10000))
+		add(2, 2, "-mode", "T", "-test", "msgrate", "-pairs", strconv.Itoa(k), "-iters", n(200000, 10000))
 	}
 	both(2, 3, "-test", "shortlong", "-iters", n(400, 50))
 	if quick {
