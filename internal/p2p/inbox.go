@@ -96,12 +96,16 @@ func (ep *Endpoint) Progress() {
 // written, which arrived does not look past, and a drain waits for.
 func (ep *Endpoint) wake() {
 	ep.World.flushDeferred()
-	ep.mu.Lock()
-	n := ep.drain()
-	ep.mu.Unlock()
-	if n > 0 {
+	if ep.drainNow() > 0 {
 		runtime.Gosched() // the goroutines it woke, queued on our P
 	}
+}
+
+// drainNow is drain under ep.mu, which it takes.
+func (ep *Endpoint) drainNow() int {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.drain()
 }
 
 // progress drains the inbox of ep. When that completes receives other than own, it

@@ -299,11 +299,6 @@ func TestLeftHeadQuiet(t *testing.T) {
 	c := &Comm{Peers: wd.Endpoints, World: wd}
 	ep := wd.Endpoints[0]
 	sendThenReceive(t, c, mailboxAfter, func() {})
-	drain := func() {
-		ep.mu.Lock()
-		defer ep.mu.Unlock()
-		ep.drain()
-	}
 	if err := c.Send(1, []byte{1}, 0, 5, Standard); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +313,7 @@ func TestLeftHeadQuiet(t *testing.T) {
 	if !ep.arrived() {
 		t.Fatal("a message that a drain left where a receive polls no longer counts as arrived")
 	}
-	drain()
+	ep.drainNow()
 	if ep.arrived() {
 		t.Fatal("a message that a drain left, nothing posted wanting it, still counts as arrived")
 	}
@@ -328,7 +323,7 @@ func TestLeftHeadQuiet(t *testing.T) {
 	if !ep.arrived() {
 		t.Fatal("a message behind the one left does not count as arrived")
 	}
-	drain()
+	ep.drainNow()
 	r := NewRequest()
 	c.Irecv(0, make([]byte, 1), 1, 6, r) // another lane's receive
 	if ep.arrived() {

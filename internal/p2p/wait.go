@@ -102,9 +102,7 @@ loop:
 	for {
 		ep.World.flushDeferred()
 		if ep.pending() {
-			ep.mu.Lock()
-			ep.drain()
-			ep.mu.Unlock()
+			ep.drainNow()
 		}
 		for _, r := range rs {
 			if j := r.job.Load(); j != nil {
