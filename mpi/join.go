@@ -53,7 +53,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 	dev, err := netd.New(netd.Config{
 		Self: bj.Proc, Procs: bj.Layout.Procs(), Job: bj.ID, Key: bj.Key,
 		Listener: ln, Addrs: bj.Addrs, P2P: wd, Coll: xn, Spin: cfg.netSpin, Shm: ring, Delay: cfg.netDelay,
-		Log: logf,
+		Congestion: cfg.netCongestion(), Log: logf,
 	})
 	if err != nil {
 		ln.Close()

@@ -55,6 +55,19 @@ var helpers = map[string]func(c *mpi.Comm) error{
 		}
 		return nil
 	},
+	// ring: each rank sends its rank to the next and checks what the previous sent.
+	"ring": func(c *mpi.Comm) error {
+		next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+		got := []int{-1}
+		if _, err := mpi.Sendrecv(c, []int{c.Rank()}, next, 0, got, prev, 0); err != nil {
+			return err
+		}
+		if got[0] != prev {
+			return fmt.Errorf("rank %d got %d from rank %d", c.Rank(), got[0], prev)
+		}
+		fmt.Printf("rank %d of %d: ring passed\n", c.Rank(), c.Size())
+		return nil
+	},
 	// fail: rank 2 returns an error, which releases the others.
 	"fail": func(c *mpi.Comm) error {
 		if c.Rank() == 2 {

@@ -530,6 +530,28 @@ func TestWeftRunSuiteTCP(t *testing.T) {
 	checkSuite(t, 5, out, errOut)
 }
 
+// TestNetCongestion: procs over TCP take WEFT_NET_CONGESTION; a name the kernel
+// refuses leaves the links working, and each proc says so once.
+func TestNetCongestion(t *testing.T) {
+	for _, tc := range []struct {
+		cc       string
+		refusals int
+	}{{"reno", 0}, {"no-such-cc", 2}} {
+		t.Run(tc.cc, func(t *testing.T) {
+			err, out, errOut := launched(t, launch.Config{Ranks: 2, PerProc: 1}, "ring", []string{"WEFT_NET_UNIX=false", "WEFT_NET_CONGESTION=" + tc.cc})
+			if err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+			}
+			if n := strings.Count(out, "ring passed"); n != 2 {
+				t.Errorf("%d ranks passed the ring, want 2:\n%s", n, out)
+			}
+			if n := strings.Count(errOut, `TCP congestion control "no-such-cc" refused`); n != tc.refusals {
+				t.Errorf("%d refusals on stderr, want %d:\n%s", n, tc.refusals, errOut)
+			}
+		})
+	}
+}
+
 // TestWeftRunSuiteSocket runs the suite with this host's procs on Unix domain
 // sockets that carry the bytes themselves, not shared-memory rings.
 func TestWeftRunSuiteSocket(t *testing.T) {

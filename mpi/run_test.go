@@ -335,12 +335,13 @@ func TestTunables(t *testing.T) {
 		{Name: "WithNetSpin", Env: "WEFT_NET_SPIN", Default: "200µs"},
 		{Name: "WithNetDelay", Env: "WEFT_NET_DELAY", Default: "0s"},
 		{Name: "WithNetUnix", Env: "WEFT_NET_UNIX", Default: "true"},
+		{Name: "WithNetCongestion", Env: "WEFT_NET_CONGESTION", Default: "auto"},
 		{Name: "WithNetShm", Env: "WEFT_NET_SHM", Default: "true"},
 		{Name: "WithHostColl", Env: "WEFT_HOST_COLL", Default: "true"},
 		{Name: "WithErrorsReturn", Env: "WEFT_ERRORS", Default: "fatal"},
 		{Name: "WithThreadLevel", Env: "WEFT_THREAD_LEVEL", Default: "multiple"},
 	}
-	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_NET_UNIX", "WEFT_NET_SHM", "WEFT_HOST_COLL", "WEFT_ERRORS", "WEFT_THREAD_LEVEL")
+	unsetenv(t, "WEFT_EAGER_LIMIT", "WEFT_NET_EAGER_LIMIT", "WEFT_POOL_CAP", "WEFT_SPIN", "WEFT_NET_SPIN", "WEFT_NET_DELAY", "WEFT_NET_UNIX", "WEFT_NET_CONGESTION", "WEFT_NET_SHM", "WEFT_HOST_COLL", "WEFT_ERRORS", "WEFT_THREAD_LEVEL")
 	t.Setenv("WEFT_POOL_CAP", "12345")
 	got := mpi.Tunables()
 	if len(got) != len(want) {
@@ -372,6 +373,8 @@ func TestBadEnvironment(t *testing.T) {
 		{"WEFT_ERRORS", "ignore"},
 		{"WEFT_NET_UNIX", "maybe"},
 		{"WEFT_NET_SHM", "yes please"},
+		{"WEFT_NET_CONGESTION", "cubic; reno"},
+		{"WEFT_NET_CONGESTION", "a-name-longer-than-15"},
 		{"WEFT_THREAD_LEVEL", "turbo"},
 	}
 	for _, tt := range tests {

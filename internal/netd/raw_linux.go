@@ -1,8 +1,11 @@
 package netd
 
 import (
+	"strings"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawIO: non-blocking reads and writes through syscall.RawConn are available,
@@ -85,4 +88,26 @@ func rawMSS(fd uintptr) int {
 		return 0
 	}
 	return mss
+}
+
+// setCongestion applies want (see Config.Congestion) to the TCP socket fd and
+// returns the congestion control then in force.
+func setCongestion(fd uintptr, want string) (string, error) {
+	cur, err := unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	if err != nil {
+		return "", err
+	}
+	tries := []string{want}
+	if want == CongestionAuto {
+		if !strings.HasPrefix(cur, "bbr") {
+			return cur, nil
+		}
+		tries = []string{"cubic", "reno"}
+	}
+	for _, name := range tries {
+		if err = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name); err == nil {
+			return name, nil
+		}
+	}
+	return cur, err
 }

@@ -17,3 +17,12 @@ type iovec struct{}
 
 func rawWritev(uintptr, [][]byte, int, *[]iovec) (int, error) { return 0, errWouldBlock }
 func rawMSS(uintptr) int                                      { return 0 }
+
+// setCongestion: elsewhere the system's congestion control stays, silently
+// unless one was named.
+func setCongestion(_ uintptr, want string) (string, error) {
+	if want == CongestionAuto {
+		return "", nil
+	}
+	return "", errors.New("netd: no choice of TCP congestion control on this platform")
+}
