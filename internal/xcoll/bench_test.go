@@ -54,3 +54,52 @@ func BenchmarkLoop(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHost runs collectives of one rank per proc among 4 procs in host mode
+// (their segment shared in this process): what the leaders' steps cost, without
+// the network device. One op is one collective of every rank.
+func BenchmarkHost(b *testing.B) {
+	const procs = 4
+	sum := func(in, inout []byte) { inout[0] += in[0] }
+	for _, c := range []struct {
+		name string
+		fn   func(c *Comm, rank int, send, recv []byte) error
+	}{
+		{"bcast", func(c *Comm, rank int, _, recv []byte) error { return c.Bcast(rank, recv[:8], 8, 0) }},
+		{"scan", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Scan(rank, coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
+		}},
+		{"exscan", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Exscan(rank, coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
+		}},
+		{"scatter", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Scatter(rank, coll.Part{Send: send, Recv: recv[:8], SendBlock: 8}, 8, 0)
+		}},
+		{"alltoall", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Alltoall(rank, coll.Part{Send: send, Recv: recv, SendBlock: 8, RecvBlock: 8}, 8)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			procOf := make([]int, procs)
+			for r := range procOf {
+				procOf[r] = r
+			}
+			_, comms := hostComms(procOf, make(chan struct{}))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for r := range procOf {
+				wg.Go(func() {
+					send, recv := make([]byte, 8*procs), make([]byte, 8*procs)
+					for range b.N {
+						if err := c.fn(comms[r], r, send, recv); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}

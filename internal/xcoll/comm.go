@@ -223,7 +223,7 @@ func (o *call) leader() bool { return o.lr == 0 }
 func onHost(k kind) bool {
 	switch k {
 	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather,
-		coll.KindAllgatherv, coll.KindScan, coll.KindExscan:
+		coll.KindAllgatherv, coll.KindScan, coll.KindExscan, coll.KindScatter, coll.KindScatterv:
 		return true
 	}
 	return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -23,9 +24,9 @@ import (
 // segment costs a store and a load. Every call of the communicator has an entry
 // per proc in the segment, which the proc's leader writes at the start of the
 // call whatever the collective: the call's signature and, for Barrier, Bcast,
-// Reduce, Allreduce, Gather, Allgather, Scan and Exscan, its part (the root's
-// data, a proc's fold, blocks or sends, a fault), or for the other collectives a
-// log of the messages of the channel's algorithm (hostlog.go). The others read
+// Reduce, Allreduce, Gather, Allgather, Scatter, Scan and Exscan, its part (the
+// root's data, a proc's fold, blocks or sends, a fault), or for the other
+// collectives a log of the messages of the channel's algorithm (hostlog.go). The others read
 // what their collective needs. So a proc that waits for another's entry is never
 // left waiting by a proc that made another call: it finds the other signature
 // there (or in the Bcast root's entry, when one of the Bcast's other procs found
@@ -86,6 +87,8 @@ type host struct {
 	chunks    uint64    // chunks of large Allreduces so far, the same on every proc
 	scratches [2][]byte // see scratch
 	parts     [][]byte  // by proc index, for hostFold
+	blocks    [][]byte  // unpacked blocks (hostScatterInto, hostScan)
+	sends     [][]byte  // by rank, for hostScan
 	lens      []int     // their lengths
 }
 
@@ -518,12 +521,14 @@ func (o *call) scan(ps []coll.Part, err error) error {
 // hostScan is Scan's and Exscan's leaders' step in host mode: every proc posts
 // its ranks' sends, and reads only the entries of the procs with ranks below
 // its last, so that no proc waits for one above it and a stream of Scans
-// pipelines.
+// pipelines. It folds in rank order, in the host's scratch memory: a Scan
+// that allocated its blocks and prefixes took 1.5-1.9 µs at 1x4.
 func (o *call) hostScan(ps []coll.Part, err error) error {
-	c := o.c
+	c, h := o.c, o.c.host
 	var blob []byte
 	if err == nil {
-		blob = pack(sends(ps))
+		blob = packInto(h.scratches[0][:0], len(ps), func(j int) []byte { return ps[j].Send })
+		h.scratches[0] = blob
 	}
 	_, perr := o.postPart(blob, err)
 	defer o.finished()
@@ -532,35 +537,81 @@ func (o *call) hostScan(ps []coll.Part, err error) error {
 	}
 	mine := c.members[c.me]
 	last := mine[len(mine)-1]
-	x := make([][]byte, last+1) // the sends of ranks 0 to last
+	x := slices.Grow(h.sends[:0], last+1)[:last+1] // the sends of ranks 0 to last
+	h.sends = x
 	for p, ranks := range c.members {
 		if ranks[0] > last {
 			continue
 		}
-		blocks := sends(ps)
-		if p != c.me {
-			what, data, err := o.read(p)
-			switch {
-			case err != nil:
-				return err
-			case what != entData:
-				return o.misses(p)
+		if p == c.me {
+			for j, r := range ranks {
+				x[r] = ps[j].Send
 			}
-			if blocks, err = o.unpack(data, len(ranks), p); err != nil {
-				return err
-			}
+			continue
 		}
+		what, data, err := o.read(p)
+		switch {
+		case err != nil:
+			return err
+		case what != entData:
+			return o.misses(p)
+		}
+		blocks, err := o.unpack(h.blocks, data, len(ranks), p)
+		if err != nil {
+			return err
+		}
+		h.blocks = blocks
 		for j, r := range ranks {
 			if r <= last {
 				x[r] = blocks[j]
 			}
 		}
 	}
-	res, err := o.results(x, &ps[0])
-	if err != nil {
-		return err
+	return o.prefixes(ps, x)
+}
+
+// prefixes folds the sends x of ranks 0 to our proc's last in rank order and
+// stores each of our ranks' prefix (its own send included for a Scan, not for
+// an Exscan) in its receive buffer, as store does.
+func (o *call) prefixes(ps []coll.Part, x [][]byte) error {
+	c, h := o.c, o.c.host
+	m := len(x[0])
+	for r := range x {
+		if len(x[r]) != m {
+			return o.fault(errs.Count, r, "rank 0 has %d elements, rank %d has %d", o.els(m), r, o.els(len(x[r])))
+		}
 	}
-	return o.store(ps, mapRanks(mine, func(r int) []byte { return res[r] }))
+	mine := c.members[c.me]
+	for i, r := range mine {
+		if o.k == coll.KindExscan && r == 0 {
+			continue
+		}
+		if m > len(ps[i].Recv) {
+			return o.fault(errs.Count, errs.None, "the receive buffer of rank %d holds %d elements, fewer than the %d of its result", r, o.els(len(ps[i].Recv)), o.els(m))
+		}
+	}
+	// acc[k%2] is x0 op ... op x(k), the prefix of rank k; our ranks ascend.
+	mem := h.scratch(1, 2*m)
+	acc := [2][]byte{mem[:m:m], mem[m:]}
+	copy(acc[0], x[0])
+	k := 0
+	for i, r := range mine {
+		if o.k == coll.KindExscan {
+			r-- // the prefix of the rank before
+		}
+		if r < 0 {
+			continue // an Exscan's rank 0: no result
+		}
+		for ; k < r; k++ {
+			next := acc[(k+1)%2]
+			copy(next, x[k+1])
+			if err := o.combine(o.fn, acc[k%2], next); err != nil {
+				return err
+			}
+		}
+		coll.Move(ps[i].Recv[:m], acc[k%2])
+	}
+	return nil
 }
 
 // sameLengths checks that every proc's part is as long as ours.

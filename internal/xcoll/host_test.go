@@ -201,6 +201,25 @@ func TestHostLargeParts(t *testing.T) {
 		if err := check("Allgatherv"); err != nil {
 			return err
 		}
+		// Scatter of 600-byte blocks from each proc's first rank: n of them are
+		// too long for the root's entry, and go on the channel.
+		for _, root := range []int{0, 1, 3} {
+			p := coll.Part{Recv: make([]byte, len(block))}
+			if r == root {
+				p.Send, p.SendBlock = make([]byte, n*len(block)), len(block)
+				for j := range n {
+					for i := range block {
+						p.Send[j*len(block)+i] = byte(root + j + i)
+					}
+				}
+			}
+			if err := c.Scatter(r, p, 1, root); err != nil {
+				return err
+			}
+			if p.Recv[0] != byte(root+r) || p.Recv[599] != byte(root+r+599) {
+				return fmt.Errorf("Scatter from %d: block starts %d, ends %d", root, p.Recv[0], p.Recv[599])
+			}
+		}
 		// The last rank's part alone is too long for an entry.
 		size := HostData
 		if r == n-1 {

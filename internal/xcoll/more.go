@@ -35,24 +35,42 @@ func (o *call) meet(p coll.Part) ([]coll.Part, error) {
 	if !o.leader() {
 		return nil, err
 	}
+	// The proc's ranks stay in this call's release until the leader is done,
+	// so no rank writes these parts meanwhile: the leader reads them in place.
 	first := int(o.seq%ring) * o.c.Local()
-	return slices.Clone(o.c.parts[first : first+o.c.Local()]), err
+	return o.c.parts[first : first+o.c.Local() : first+o.c.Local()], err
 }
 
 // lead is a leader's share of a collective of this file: it reads and writes its
 // proc's parts, talks to the other leaders, and returns the outcome. Whatever err
 // it starts with, it sends every message another leader waits for (a fault
 // instead of data) and, unless the job is aborted, receives every message sent to
-// it, so that no leader waits for ever and no message is left behind.
-type lead func(o *call, ps []coll.Part, err error) error
+// it, so that no leader waits for ever and no message is left behind. (A switch
+// rather than a function value: through one, the call escaped to the heap, an
+// allocation per call.)
+func (o *call) lead(ps []coll.Part, err error) error {
+	switch o.k {
+	case coll.KindScatter, coll.KindScatterv:
+		return o.scatter(ps, err)
+	case coll.KindGatherv:
+		return o.gatherv(ps, err)
+	case coll.KindAllgatherv:
+		return o.allgatherv(ps, err)
+	case coll.KindAlltoall, coll.KindAlltoallv:
+		return o.alltoall(ps, err)
+	case coll.KindScan, coll.KindExscan:
+		return o.scan(ps, err)
+	}
+	return o.prefix(ps, err) // ReduceScatter(Block)
+}
 
 // run runs a collective of this file: meet, the leader's share, the release.
-func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part, l lead) error {
+func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part) error {
 	o := c.start(rank, k, root, elem)
 	o.fn = fn
 	ps, err := o.meet(p)
 	if o.leader() {
-		err = l(&o, ps, err)
+		err = o.lead(ps, err)
 	}
 	if o.logged {
 		o.finished()
@@ -65,26 +83,26 @@ func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part, l lead) err
 // rank r's Recv: the root's leader sends each other proc's leader one message with
 // its ranks' blocks, which therefore cross the network once.
 func (c *Comm) Scatter(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindScatter, rank, root, elem, nil, p, (*call).scatter)
+	return c.run(coll.KindScatter, rank, root, elem, nil, p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls.
 func (c *Comm) Scatterv(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindScatterv, rank, root, elem, nil, p, (*call).scatter)
+	return c.run(coll.KindScatterv, rank, root, elem, nil, p)
 }
 
 // Gatherv puts every rank's Send into block rank of the root's Recv (RecvCounts,
 // RecvDispls): every other proc's leader sends the root's leader one message with
 // its ranks' sends.
 func (c *Comm) Gatherv(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindGatherv, rank, root, elem, nil, p, (*call).gatherv)
+	return c.run(coll.KindGatherv, rank, root, elem, nil, p)
 }
 
 // Allgatherv puts every rank's Send into block rank of every rank's Recv: the
 // leaders gather their ranks' sends to proc index 0, which broadcasts them all
 // down the leaders' binomial tree.
 func (c *Comm) Allgatherv(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, p, (*call).allgatherv)
+	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, p)
 }
 
 // Alltoall sends block j of rank i's Send to block i of rank j's Recv (SendBlock
@@ -93,13 +111,13 @@ func (c *Comm) Allgatherv(rank int, p coll.Part, elem int) error {
 // ranks in memory; every block crosses the network once, on the direct link
 // between its two procs.
 func (c *Comm) Alltoall(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAlltoall, rank, 0, elem, nil, p, (*call).alltoall)
+	return c.run(coll.KindAlltoall, rank, 0, elem, nil, p)
 }
 
 // Alltoallv is Alltoall with every rank's send and receive counts and
 // displacements.
 func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, p, (*call).alltoall)
+	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, p)
 }
 
 // Scan puts into the start of rank r's Recv the prefix send(0) op send(1) op ...
@@ -109,27 +127,27 @@ func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
 // proc's ranks to be consecutive; this costs proc index 0 the whole input, which
 // is what a Scan of a non-commutative op over scattered ranks needs anyway.
 func (c *Comm) Scan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindScan, rank, 0, elem, fn, p, (*call).scan)
+	return c.run(coll.KindScan, rank, 0, elem, fn, p)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not
 // written.
 func (c *Comm) Exscan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindExscan, rank, 0, elem, fn, p, (*call).scan)
+	return c.run(coll.KindExscan, rank, 0, elem, fn, p)
 }
 
 // ReduceScatterBlock puts into the start of rank r's Recv the reduction, in rank
 // order, of block r (SendBlock bytes) of every rank's Send, the way Scan does:
 // proc index 0 computes every block and sends each proc its ranks' blocks.
 func (c *Comm) ReduceScatterBlock(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, p, (*call).prefix)
+	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, p)
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes (SendCounts,
 // SendDispls): proc index 0 cuts the blocks as rank 0's counts say, and each
 // leader checks that its ranks' blocks have the lengths their own counts say.
 func (c *Comm) ReduceScatter(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, p, (*call).prefix)
+	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, p)
 }
 
 // scatter is the leaders' share of Scatter(v): see Scatter.
@@ -144,34 +162,110 @@ func (o *call) scatter(ps []coll.Part, err error) error {
 		coll.Move(ps[i].Recv[:len(b)], b)
 		return nil
 	}
-	var blocks [][]byte
-	if c.me == ri {
+	var block func(i int) []byte // local rank i's block
+	switch {
+	case c.me == ri:
 		at := &ps[c.lrank[o.root]]
-		for i := range c.procs {
-			if i == c.me {
-				continue
-			}
-			var data []byte
-			if err == nil {
-				data = pack(mapRanks(c.members[i], at.SendBlockOf))
-			}
-			if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
-				return err
-			}
-		}
-		if err == nil {
-			blocks = mapRanks(mine, at.SendBlockOf)
-		}
-	} else if err != coll.ErrAborted {
+		err = o.scatterFrom(at, err)
+		block = func(i int) []byte { return at.SendBlockOf(mine[i]) }
+	case c.host != nil:
+		var all [][]byte // every rank's blocks
+		all, err = o.hostScatterInto(ri, err)
+		block = func(i int) []byte { return all[mine[i]] }
+	case err != coll.ErrAborted:
 		data, rerr := o.recv(ri, tagDirect)
+		var blocks [][]byte
 		if err = worse(err, rerr); err == nil {
-			blocks, err = o.unpack(data, len(mine), ri)
+			blocks, err = o.unpack(nil, data, len(mine), ri)
 		}
+		block = func(i int) []byte { return blocks[i] }
 	}
 	for i := 0; err == nil && i < len(mine); i++ {
-		err = take(i, mine[i], blocks[i])
+		err = take(i, mine[i], block(i))
 	}
 	return err
+}
+
+// scatterFrom is the root's proc's share of Scatter and Scatterv, whose blocks
+// at holds: in host mode it posts every rank's block, in rank order, in its
+// entry, for the other procs to copy theirs from as a Bcast's procs do the
+// root's data (hostScatterInto); on the channel, or when they do not fit, it
+// sends each other proc's leader one message with its ranks' blocks.
+func (o *call) scatterFrom(at *coll.Part, err error) error {
+	c := o.c
+	if c.host != nil {
+		if err == coll.ErrAborted {
+			return err
+		}
+		var blob []byte
+		if err == nil {
+			blob = packInto(c.host.scratches[0][:0], c.n, at.SendBlockOf)
+			c.host.scratches[0] = blob // kept for the next call
+		}
+		onNet, perr := o.postPart(blob, err)
+		o.finished()
+		if err = worse(err, perr); err != nil || !onNet {
+			return err
+		}
+	}
+	for i := range c.procs {
+		if i == c.me {
+			continue
+		}
+		var data []byte
+		if err == nil {
+			data = pack(mapRanks(c.members[i], at.SendBlockOf))
+		}
+		if err = o.sendNet(i, tagDirect, data, err); err == coll.ErrAborted {
+			return err
+		}
+	}
+	return err
+}
+
+// hostScatterInto is the share of Scatter and Scatterv in host mode of a proc
+// other than the root's (proc index root): every rank's blocks, by rank, from
+// the root's entry or, when they did not fit there, our ranks' from the root's
+// message. It posts its own entry only if the root's is not there yet, as
+// hostBcastInto does.
+func (o *call) hostScatterInto(root int, err error) ([][]byte, error) {
+	if err == coll.ErrAborted {
+		return nil, err
+	}
+	c := o.c
+	if c.host.entry(o.seq, root).seq().Load() != o.seq+1 {
+		if perr := o.post(entNone, 0, nil); perr != nil {
+			return nil, perr
+		}
+	}
+	defer o.finished()
+	what, data, rerr := o.read(root)
+	mine := c.members[c.me]
+	switch {
+	case rerr != nil:
+		return nil, worse(err, rerr)
+	case what == entNet:
+		data, rerr = o.recvNet(root, tagDirect)
+		if err = worse(err, rerr); err != nil {
+			return nil, err
+		}
+		blocks, err := o.unpack(nil, data, len(mine), root)
+		if err != nil {
+			return nil, err
+		}
+		all := make([][]byte, c.n)
+		for i, r := range mine {
+			all[r] = blocks[i]
+		}
+		return all, nil
+	case what != entData:
+		return nil, worse(err, o.misses(root))
+	case err != nil:
+		return nil, err
+	}
+	all, err := o.unpack(c.host.blocks, data, c.n, root)
+	c.host.blocks = all // kept for the next call
+	return all, err
 }
 
 // gatherv is the leaders' share of Gatherv: see Gatherv.
@@ -240,7 +334,7 @@ func (o *call) allgatherv(ps []coll.Part, err error) error {
 	if full, err = o.bcast(0, full, err); err != nil {
 		return err
 	}
-	all, err := o.unpack(full, c.n, 0)
+	all, err := o.unpack(nil, full, c.n, 0)
 	if err != nil {
 		return err
 	}
@@ -314,7 +408,7 @@ func (o *call) blocksFrom(i, want int, err error, use func(k int, b []byte) erro
 	if err = worse(err, rerr); err != nil {
 		return err
 	}
-	blocks, err := o.unpack(data, want, i)
+	blocks, err := o.unpack(nil, data, want, i)
 	for k := 0; err == nil && k < len(blocks); k++ {
 		err = use(k, blocks[k])
 	}
@@ -355,7 +449,7 @@ func (o *call) prefix(ps []coll.Part, err error) error {
 	} else if err != coll.ErrAborted {
 		data, rerr := o.recv(0, tagDirect)
 		if err = worse(err, rerr); err == nil {
-			res, err = o.unpack(data, len(mine), 0)
+			res, err = o.unpack(nil, data, len(mine), 0)
 		}
 	}
 	if err != nil {
@@ -435,7 +529,7 @@ func (o *call) results(x [][]byte, ref *coll.Part) ([][]byte, error) {
 func (o *call) byRank(blobs [][]byte) ([][]byte, error) {
 	all := make([][]byte, o.c.n)
 	for i, blob := range blobs {
-		blocks, err := o.unpack(blob, len(o.c.members[i]), i)
+		blocks, err := o.unpack(nil, blob, len(o.c.members[i]), i)
 		if err != nil {
 			return nil, err
 		}
@@ -485,26 +579,32 @@ func mapRanks(ranks []int, f func(r int) []byte) [][]byte {
 // pack makes one message of blocks: their number and lengths (8 bytes each,
 // little-endian), then their bytes.
 func pack(blocks [][]byte) []byte {
-	head := 8 * (1 + len(blocks))
+	return packInto(nil, len(blocks), func(j int) []byte { return blocks[j] })
+}
+
+// packInto is pack of the n blocks block(0) to block(n-1), appended to out.
+func packInto(out []byte, n int, block func(j int) []byte) []byte {
+	head := len(out) + 8*(1+n)
 	size := head
-	for _, b := range blocks {
-		size += len(b)
+	for j := range n {
+		size += len(block(j))
 	}
-	out := make([]byte, head, size)
-	binary.LittleEndian.PutUint64(out, uint64(len(blocks)))
-	for i, b := range blocks {
-		binary.LittleEndian.PutUint64(out[8*(i+1):], uint64(len(b)))
+	out = slices.Grow(out, size-len(out))[:head]
+	binary.LittleEndian.PutUint64(out[head-8*(1+n):], uint64(n))
+	for j := range n {
+		binary.LittleEndian.PutUint64(out[head-8*(n-j):], uint64(len(block(j))))
 	}
-	for _, b := range blocks {
-		out = append(out, b...)
+	for j := range n {
+		out = append(out, block(j)...)
 	}
 	return out
 }
 
 // unpack splits what pack made of want blocks, received from the leader of proc
-// index from; the blocks share data's memory. Whatever the bytes, it returns the
-// blocks or an error, never panics: data came from another process.
-func (o *call) unpack(data []byte, want, from int) ([][]byte, error) {
+// index from, into dst (reused when it has room); the blocks share data's
+// memory. Whatever the bytes, it returns the blocks or an error, never panics:
+// data came from another process.
+func (o *call) unpack(dst [][]byte, data []byte, want, from int) ([][]byte, error) {
 	bad := func(why string) error {
 		return o.fault(errs.Intern, o.c.members[from][0], "malformed message from the leader of proc %d: %s", o.c.procs[from], why)
 	}
@@ -512,7 +612,7 @@ func (o *call) unpack(data []byte, want, from int) ([][]byte, error) {
 		return nil, bad("not a list of " + strconv.Itoa(want) + " blocks")
 	}
 	rest := data[8*(1+want):]
-	blocks := make([][]byte, want)
+	blocks := slices.Grow(dst[:0], want)[:want]
 	for i := range blocks {
 		l := binary.LittleEndian.Uint64(data[8*(i+1):])
 		if l > uint64(len(rest)) {
