@@ -218,12 +218,13 @@ func (o *call) leader() bool { return o.lr == 0 }
 
 // onHost says whether collective k has a leaders' step of its own on the
 // segment in host mode: else its entry is a log (hostlog.go). A Reduce or
-// Allreduce whose procs cannot fold in proc order, and a Scan whose sends do
-// not fit an entry, turn to the log in reduce and scan.
+// Allreduce whose procs cannot fold in proc order, a Scan whose sends do not
+// fit an entry, and an Alltoall whose blocks do not, turn to the log in reduce,
+// scan and alltoall.
 func onHost(k kind) bool {
 	switch k {
 	case coll.KindBarrier, coll.KindBcast, coll.KindReduce, coll.KindAllreduce, coll.KindGather, coll.KindAllgather,
-		coll.KindAllgatherv, coll.KindScan, coll.KindExscan, coll.KindScatter, coll.KindScatterv:
+		coll.KindAllgatherv, coll.KindScan, coll.KindExscan, coll.KindScatter, coll.KindScatterv, coll.KindAlltoall:
 		return true
 	}
 	return false

@@ -220,6 +220,24 @@ func TestHostLargeParts(t *testing.T) {
 				return fmt.Errorf("Scatter from %d: block starts %d, ends %d", root, p.Recv[0], p.Recv[599])
 			}
 		}
+		// Alltoall of 10-byte blocks, through the entries, and of 150-byte
+		// blocks: proc index 1's two ranks' 1,200 bytes do not fit its entry, and
+		// every proc goes through the logs (whose records of that size go on the
+		// channel).
+		for _, m := range []int{10, 150} {
+			p := coll.Part{Send: make([]byte, n*m), Recv: make([]byte, n*m), SendBlock: m, RecvBlock: m}
+			for j := range n {
+				copy(p.Send[j*m:], patBlock(r, j, m))
+			}
+			if err := c.Alltoall(r, p, 1); err != nil {
+				return err
+			}
+			for j := range n {
+				if got := p.Recv[j*m : (j+1)*m]; !bytes.Equal(got, patBlock(j, r, m)) {
+					return fmt.Errorf("Alltoall of %d-byte blocks: block %d is %v", m, j, got[:4])
+				}
+			}
+		}
 		// The last rank's part alone is too long for an entry.
 		size := HostData
 		if r == n-1 {

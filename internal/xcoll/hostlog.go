@@ -10,8 +10,9 @@ import (
 )
 
 // In host mode, the collectives that have no algorithm of their own on the
-// segment (Gatherv, Alltoall(v), ReduceScatter(Block), a Scan or Exscan whose
-// sends do not fit an entry, and a reduction whose procs cannot fold in proc order)
+// segment (Gatherv, Alltoallv, ReduceScatter(Block), a Scan, Exscan or Alltoall
+// whose parts do not fit an entry, and a reduction whose procs cannot fold in
+// proc order)
 // run the channel's algorithms with the call's entries as the channel: a
 // leader's entry is a log of the messages it sends in the call, each a record of
 // its receiver, tag, what it holds and length, then its bytes, and the entry's

@@ -360,6 +360,23 @@ func (o *call) storeAll(ps []coll.Part, all [][]byte) error {
 func (o *call) alltoall(ps []coll.Part, err error) error {
 	c := o.c
 	p, mine := len(c.procs), c.members[c.me]
+	// put puts block b, from rank src to this proc's local rank di, in its place.
+	put := func(src, di int, b []byte) error {
+		if f := o.fits(src, mine[di], len(b), ps[di].RecvCountOf(src)); f != nil {
+			return f
+		}
+		coll.Move(ps[di].RecvBlockOf(src), b)
+		return nil
+	}
+	switch {
+	case c.host == nil || o.logged: // on the channel, or an Alltoallv through the logs
+	case o.blocksFit(ps[0].SendBlock):
+		if hosted, herr := o.hostAlltoall(ps, err, put); hosted {
+			return herr
+		}
+	default: // through the logs, where more fits
+		o.logs()
+	}
 	for d := 1; d < p; d++ {
 		i := (c.me + d) % p
 		var data []byte
@@ -373,14 +390,6 @@ func (o *call) alltoall(ps []coll.Part, err error) error {
 		if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
 			return err
 		}
-	}
-	// put puts block b, from rank src to this proc's local rank di, in its place.
-	put := func(src, di int, b []byte) error {
-		if f := o.fits(src, mine[di], len(b), ps[di].RecvCountOf(src)); f != nil {
-			return f
-		}
-		coll.Move(ps[di].RecvBlockOf(src), b)
-		return nil
 	}
 	for s := 0; err == nil && s < len(mine); s++ {
 		for di := 0; err == nil && di < len(mine); di++ {
@@ -397,6 +406,51 @@ func (o *call) alltoall(ps []coll.Part, err error) error {
 		}
 	}
 	return err
+}
+
+// blocksFit says whether every proc's blocks of an Alltoall of m-byte blocks
+// fit its entry: judged by our m, the same everywhere when the ranks agree (a
+// proc that judges otherwise finds the others' entries are not logs, or they
+// that its entry is, as for Scan).
+func (o *call) blocksFit(m int) bool {
+	for _, ranks := range o.c.members {
+		blocks := len(ranks) * o.c.n
+		if 8*(1+blocks)+blocks*m > HostData {
+			return false
+		}
+	}
+	return true
+}
+
+// hostAlltoall is Alltoall's leaders' step in host mode: every
+// proc posts all its ranks' blocks, to every rank, in its entry, and copies
+// those for its own ranks out of every proc's (hostBlobs), with put. Should a
+// proc's blocks not fit its entry after all (blocksFit), every proc sees it and
+// the call goes on the channel (hosted false).
+func (o *call) hostAlltoall(ps []coll.Part, err error, put func(src, di int, b []byte) error) (hosted bool, _ error) {
+	c, h := o.c, o.c.host
+	var blob []byte
+	if err == nil {
+		blob = packInto(h.scratches[0][:0], len(ps)*c.n, func(j int) []byte { return ps[j/c.n].SendBlockOf(j % c.n) })
+		h.scratches[0] = blob
+	}
+	return o.hostBlobs(blob, err, func(blobs [][]byte) error {
+		for i, ranks := range c.members {
+			blocks, err := o.unpack(h.blocks, blobs[i], len(ranks)*c.n, i)
+			if err != nil {
+				return err
+			}
+			h.blocks = blocks
+			for k, src := range ranks {
+				for di, d := range c.members[c.me] {
+					if err := put(src, di, blocks[k*c.n+d]); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // blocksFrom receives the list of want blocks that the leader of proc index i
