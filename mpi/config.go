@@ -205,7 +205,7 @@ var tunables = []tunable{
 			c.netUnix, err = strconv.ParseBool(v)
 			return err
 		}},
-	{Tunable{Name: "WithNetCongestion", Env: "WEFT_NET_CONGESTION", Default: netCCAuto,
+	{Tunable{Name: "WithNetCongestion", Env: "WEFT_NET_CONGESTION", Default: netd.CongestionAuto,
 		Doc: "auto, system or an algorithm's name: the TCP congestion control of links between procs (auto: the system's, unless it paces its sends as BBR does, then cubic or reno)"},
 		func(c *config, v string) error {
 			c.netCC = v
@@ -249,12 +249,9 @@ var tunables = []tunable{
 		}},
 }
 
-// netCCAuto and netCCSystem are the congestion controls of WithNetCongestion
-// that are not algorithms.
-const (
-	netCCAuto   = "auto"
-	netCCSystem = "system"
-)
+// netCCSystem is the WithNetCongestion that keeps the system's algorithm (the
+// other that is not one is netd.CongestionAuto).
+const netCCSystem = "system"
 
 // validCC reports whether name may be a WithNetCongestion: the kernel's names
 // are at most 15 bytes (TCP_CA_NAME_MAX).
@@ -272,11 +269,8 @@ func validCC(name string) bool {
 
 // netCongestion is the netd.Config.Congestion of a WithNetCongestion.
 func (c *config) netCongestion() string {
-	switch c.netCC {
-	case netCCSystem:
+	if c.netCC == netCCSystem {
 		return ""
-	case netCCAuto:
-		return netd.CongestionAuto
 	}
 	return c.netCC
 }
@@ -317,7 +311,7 @@ func Tunables() []Tunable {
 
 // newConfig applies defaults, then the environment, then opts.
 func newConfig(opts []Option) (config, error) {
-	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, hostColl: true, netCC: netCCAuto, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
+	c := config{level: ThreadMultiple, netSpin: DefaultNetSpin, netUnix: true, netShm: true, hostColl: true, netCC: netd.CongestionAuto, p2p: p2p.Config{EagerLimit: DefaultEagerLimit, NetEagerLimit: DefaultNetEagerLimit, PoolCap: DefaultPoolCap, Spin: DefaultSpin}}
 	for _, t := range tunables {
 		if v, ok := os.LookupEnv(t.Env); ok {
 			if err := t.apply(&c, v); err != nil {

@@ -527,8 +527,7 @@ func (o *call) hostScan(ps []coll.Part, err error) error {
 	c, h := o.c, o.c.host
 	var blob []byte
 	if err == nil {
-		blob = packInto(h.scratches[0][:0], len(ps), func(j int) []byte { return ps[j].Send })
-		h.scratches[0] = blob
+		blob = h.pack(len(ps), func(j int) []byte { return ps[j].Send })
 	}
 	_, perr := o.postPart(blob, err)
 	defer o.finished()

@@ -109,6 +109,13 @@ func (h *host) scratch(i, n int) []byte {
 	return h.scratches[i][:n]
 }
 
+// pack is pack of the n blocks block(0) to block(n-1) (packInto) in scratch 0,
+// which keeps its memory for the next call: the blob of the leader's entry.
+func (h *host) pack(n int, block func(j int) []byte) []byte {
+	h.scratches[0] = packInto(h.scratches[0][:0], n, block)
+	return h.scratches[0]
+}
+
 // step counts our proc's step k done, and waits until every proc has done it.
 func (o *call) step(k uint64) error {
 	h := o.c.host

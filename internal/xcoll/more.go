@@ -199,8 +199,7 @@ func (o *call) scatterFrom(at *coll.Part, err error) error {
 		}
 		var blob []byte
 		if err == nil {
-			blob = packInto(c.host.scratches[0][:0], c.n, at.SendBlockOf)
-			c.host.scratches[0] = blob // kept for the next call
+			blob = c.host.pack(c.n, at.SendBlockOf)
 		}
 		onNet, perr := o.postPart(blob, err)
 		o.finished()
@@ -216,7 +215,7 @@ func (o *call) scatterFrom(at *coll.Part, err error) error {
 		if err == nil {
 			data = pack(mapRanks(c.members[i], at.SendBlockOf))
 		}
-		if err = o.sendNet(i, tagDirect, data, err); err == coll.ErrAborted {
+		if err = o.send(i, tagDirect, data, err); err == coll.ErrAborted {
 			return err
 		}
 	}
@@ -431,8 +430,7 @@ func (o *call) hostAlltoall(ps []coll.Part, err error, put func(src, di int, b [
 	c, h := o.c, o.c.host
 	var blob []byte
 	if err == nil {
-		blob = packInto(h.scratches[0][:0], len(ps)*c.n, func(j int) []byte { return ps[j/c.n].SendBlockOf(j % c.n) })
-		h.scratches[0] = blob
+		blob = h.pack(len(ps)*c.n, func(j int) []byte { return ps[j/c.n].SendBlockOf(j % c.n) })
 	}
 	return o.hostBlobs(blob, err, func(blobs [][]byte) error {
 		for i, ranks := range c.members {
