@@ -40,6 +40,14 @@ import (
 
 // Barrier returns once every rank of c has called it.
 func (c *Comm) Barrier() error {
+	if err := c.checkColl("Barrier"); err != nil {
+		return err
+	}
+	if !c.core.spans && c.queued().Idle() {
+		// Straight to the engine, without a collOp: a barrier of hundreds of ranks
+		// pays for every line of stack each rank touches per call.
+		return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
+	}
 	var o collOp
 	return c.run(&o, barrierOp(&o, c, "Barrier"))
 }

@@ -4,7 +4,9 @@ package coll
 
 import (
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -19,15 +21,16 @@ func cpuTime(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// barrierAll runs Barrier on n goroutine ranks; rank 0 first calls before. It
-// returns every rank's error.
-func barrierAll(c *Comm, n int, before func()) []error {
+// barrierAll runs Barrier on n goroutine ranks; rank 0 first calls before, and
+// joins only if it returns true. It returns every rank's error (nil for a rank 0
+// that did not join).
+func barrierAll(c *Comm, n int, before func() bool) []error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			if r == 0 {
-				before()
+			if r == 0 && !before() {
+				return
 			}
 			errs[r] = c.Barrier(r)
 		})
@@ -40,11 +43,14 @@ func barrierAll(c *Comm, n int, before func()) []error {
 // 200 ms) park after a bounded number of yields instead of keeping the processors
 // busy: the process uses a small fraction of the processor time it had.
 func TestBarrierLongWaitCPU(t *testing.T) {
-	for _, n := range []int{16, 256} { // one counter; the tree
+	for _, n := range []int{16, 256, 257} { // one counter; as the processors here say; in 3 groups
 		c := New(NewJob(), n, 20*time.Microsecond)
+		if n == 257 {
+			_, c = grouped(n, 3, 20*time.Microsecond)
+		}
 		const compute = 200 * time.Millisecond
 		start, cpu0 := time.Now(), cpuTime(t)
-		for _, err := range barrierAll(c, n, func() { time.Sleep(compute) }) {
+		for _, err := range barrierAll(c, n, func() bool { time.Sleep(compute); return true }) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,14 +64,23 @@ func TestBarrierLongWaitCPU(t *testing.T) {
 }
 
 // TestBarrierAbort: Job.Abort releases every rank waiting in a barrier, yielding or
-// parked, with ErrAborted.
+// parked, with ErrAborted, whether the aborting rank then joins it or never does.
 func TestBarrierAbort(t *testing.T) {
-	for _, n := range []int{4, 16, 256} {
-		j := NewJob()
-		c := New(j, n, 20*time.Microsecond)
-		for r, err := range barrierAll(c, n, func() { time.Sleep(20 * time.Millisecond); j.Abort() }) {
-			if !errors.Is(err, ErrAborted) {
-				t.Fatalf("%d ranks: rank %d returned %v, want ErrAborted", n, r, err)
+	for _, n := range []int{4, 16, 256, 257, 258} {
+		for _, joins := range []bool{true, false} {
+			j := NewJob()
+			c := New(j, n, 20*time.Microsecond)
+			switch n {
+			case 257: // groups whose leaders poll, then park
+				j, c = grouped(n, 3, 20*time.Microsecond)
+			case 258: // leaders that park at once
+				j, c = grouped(n, 2, 0)
+			}
+			abort := func() bool { time.Sleep(20 * time.Millisecond); j.Abort(); return joins }
+			for r, err := range barrierAll(c, n, abort) {
+				if (r != 0 || joins) && !errors.Is(err, ErrAborted) {
+					t.Fatalf("%d ranks, rank 0 joins %v: rank %d returned %v, want ErrAborted", n, joins, r, err)
+				}
 			}
 		}
 	}
@@ -101,5 +116,67 @@ func TestRunAheadAbort(t *testing.T) {
 		if err := <-done; !errors.Is(err, ErrAborted) {
 			t.Fatalf("spin %v: the waiting root returned %v, want ErrAborted", spin, err)
 		}
+	}
+}
+
+// grouped returns a job and the collective state of n ranks whose Barrier arrives in
+// groups whose leaders poll for lead, whatever the number of processors here.
+func grouped(n, groups int, lead time.Duration) (*Job, *Comm) {
+	j := NewJob()
+	c := New(j, n, lead)
+	c.groups, c.leadSpin = groups, lead
+	return j, c
+}
+
+// TestBarrierGroups: in groups even and uneven, one to sixteen, with leaders that poll
+// or park at once, no rank leaves a Barrier before every rank has arrived, over
+// enough episodes to reuse every slot of the ring twice.
+func TestBarrierGroups(t *testing.T) {
+	for _, tc := range []struct {
+		n, groups int
+		lead      time.Duration
+	}{
+		{65, 1, 0}, {65, 2, 20 * time.Microsecond}, {67, 3, 0}, {300, 7, 20 * time.Microsecond},
+		{300, 2, 0}, {256, 16, 20 * time.Microsecond},
+	} {
+		t.Run(fmt.Sprintf("ranks=%d/groups=%d/lead=%v", tc.n, tc.groups, tc.lead), func(t *testing.T) {
+			j, c := grouped(tc.n, tc.groups, tc.lead)
+			var arrived atomic.Int64
+			fault := make(chan error, tc.n)
+			fail := func(err error) { fault <- err; j.Abort() } // the others leave at once
+			var wg sync.WaitGroup
+			for r := range tc.n {
+				wg.Go(func() {
+					for k := range 3 * ringSize {
+						arrived.Add(1)
+						if err := c.Barrier(r); err != nil {
+							fail(err)
+							return
+						}
+						if got, want := arrived.Load(), int64((k+1)*tc.n); got < want {
+							fail(fmt.Errorf("rank %d left barrier %d with %d arrivals, want %d", r, 2*k, got, want))
+							return
+						}
+						if err := c.Barrier(r); err != nil { // nobody arrives again before all checked
+							fail(err)
+							return
+						}
+					}
+				})
+			}
+			over := make(chan struct{})
+			go func() { wg.Wait(); close(over) }()
+			select {
+			case <-over:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the barriers hang")
+			}
+			close(fault)
+			for err := range fault {
+				if !errors.Is(err, ErrAborted) { // the first fault's echoes
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
