@@ -122,21 +122,35 @@ type Comm struct {
 
 // stall is where ranks that ran a lap of the ring ahead wait for the others to
 // join the episodes they would replace. A rank that joins wakes them only if one
-// is waiting, so the common case costs one load of a line nobody writes.
+// is waiting for the episode it joined, or one before: the common case costs one
+// load of a line nobody writes.
 type stall struct {
 	waiting atomic.Int32
+	at      atomic.Uint64 // the least episode a waiting rank waits for every rank to join
 	mu      sync.Mutex
 	ch      chan struct{} // closed to wake the waiting ranks; nil when nobody waits
 }
 
-// gate returns the channel a waiting rank parks on.
-func (st *stall) gate() chan struct{} {
+// enter counts in a rank that waits for episode s, and returns the channel it parks on.
+func (st *stall) enter(s uint64) chan struct{} {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.waiting.Add(1)
+	if s < st.at.Load() {
+		st.at.Store(s)
+	}
 	if st.ch == nil {
 		st.ch = make(chan struct{})
 	}
 	return st.ch
+}
+
+// joined wakes the waiting ranks if one may wait for episode s, which a rank has
+// just joined (after storing its count: a waiter enters, then loads the counts).
+func (st *stall) joined(s uint64) {
+	if st.waiting.Load() != 0 && st.at.Load() <= s {
+		st.wake()
+	}
 }
 
 // wake wakes every waiting rank: each checks again what it waits for.
@@ -147,6 +161,7 @@ func (st *stall) wake() {
 		close(st.ch)
 		st.ch = nil
 	}
+	st.at.Store(math.MaxUint64)
 }
 
 // rankState is what one rank of the communicator writes: its count of episodes and,
@@ -167,6 +182,7 @@ type rankState struct {
 // processors.
 func New(j *Job, n int, spin time.Duration) *Comm {
 	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: make([]atomic.Pointer[Queue], n)}
+	c.stall.at.Store(math.MaxUint64)
 	procs := runtime.GOMAXPROCS(0)
 	if n <= procs {
 		c.spin = spin
@@ -365,9 +381,7 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		e = slot.Load()
 	}
 	st.seq.Store(s + 1)
-	if c.stall.waiting.Load() != 0 {
-		c.stall.wake()
-	}
+	c.stall.joined(s)
 	return e
 }
 
@@ -413,22 +427,28 @@ func (c *Comm) joinedAll(s uint64) bool {
 
 // awaitJoins waits until every rank has joined episode s, so that its slot can be
 // reused: the caller ran a lap of the ring ahead of another rank. It returns false
-// if the job ended first. A joining rank stores its count, then loads waiting; a
-// waiter adds itself to waiting, then loads the counts: one sees the other.
+// if the job ended first. Once it parks, it waits until the others are half a lap
+// behind, not one episode: it then runs half a lap before it waits again, instead
+// of being woken for every episode a laggard joins. Nothing that lets the others
+// join those episodes waits for the caller: it has left every episode before the
+// one it would make.
 func (c *Comm) awaitJoins(s uint64) bool {
 	if c.spin == 0 {
 		runtime.Gosched()
 	} else if spin.Until(c.spin, func() bool { return c.joinedAll(s) }) {
 		return true
 	}
-	for !c.joinedAll(s) {
-		c.stall.waiting.Add(1)
-		ch := c.stall.gate()
+	if c.joinedAll(s) {
+		return true
+	}
+	target := s + ringSize/2
+	for !c.joinedAll(target) {
+		ch := c.stall.enter(target)
 		if c.job.aborted.Load() { // Abort sets aborted, then wakes
 			c.stall.waiting.Add(-1)
 			return false
 		}
-		if !c.joinedAll(s) {
+		if !c.joinedAll(target) {
 			<-ch
 		}
 		c.stall.waiting.Add(-1)

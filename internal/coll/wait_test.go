@@ -180,3 +180,51 @@ func TestBarrierGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAheadResumes: a root that runs laps of the ring ahead of a slow rank parks
+// for its slots and resumes as the slow rank catches up, which gets every value:
+// no wake-up is lost, whether the ranks poll or park at once.
+func TestRunAheadResumes(t *testing.T) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		c := New(NewJob(), 2, spin)
+		const calls = 4 * ringSize
+		done := make(chan error, 2)
+		go func() {
+			for i := range calls {
+				if err := c.Bcast(0, []byte{byte(i)}, 1, 0); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the root runs a lap ahead and parks
+			buf := make([]byte, 1)
+			for i := range calls {
+				if i%ringSize == ringSize/3 {
+					time.Sleep(time.Millisecond) // and again, at other distances
+				}
+				if err := c.Bcast(1, buf, 1, 0); err != nil {
+					done <- err
+					return
+				}
+				if buf[0] != byte(i) {
+					done <- fmt.Errorf("spin %v: Bcast %d delivered %d", spin, i, buf[0])
+					return
+				}
+			}
+			done <- nil
+		}()
+		for range 2 {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("spin %v: the Bcasts hang", spin)
+			}
+		}
+	}
+}
