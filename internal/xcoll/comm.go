@@ -88,21 +88,28 @@ type Comm struct {
 	net         *Net
 	ctx         uint32
 	n           int
-	local       *coll.Comm  // this proc's ranks of the communicator, by local rank
-	procs       []int       // by proc index: the proc's number in the job
-	index       map[int]int // by proc number: its proc index
-	members     [][]int     // by proc index: its ranks, ascending; the first is its leader
-	procOf      []int       // by rank: its proc's index
-	lrank       []int       // by rank: its place among its proc's ranks
-	me          int         // our proc's index
-	consecutive bool        // every proc's ranks are consecutive: folding by proc keeps rank order
-	seqs        []atomic.Uint64
+	local       *coll.Comm        // this proc's ranks of the communicator, by local rank
+	procs       []int             // by proc index: the proc's number in the job
+	index       map[int]int       // by proc number: its proc index
+	members     [][]int           // by proc index: its ranks, ascending; the first is its leader
+	procOf      []int             // by rank: its proc's index
+	lrank       []int             // by rank: its place among its proc's ranks
+	me          int               // our proc's index
+	consecutive bool              // every proc's ranks are consecutive: folding by proc keeps rank order
+	seqs        []seqLine         // by local rank: its collectives on the communicator
 	spin        time.Duration     // how long a Reduce's root polls for its outcome before it parks
 	out         [outcomes]outcome // written by the leader, read by its proc's ranks
 	arrivals    []arrival         // by collective mod outcomes, then local rank: see arrive
 	parts       []coll.Part       // by collective mod ring, then local rank: see meet
 	hostable    bool              // every proc is on this host: the first call sets up host mode
 	host        *host             // the leaders' segment in host mode (host.go), else nil
+}
+
+// seqLine is a rank's count of its collectives, on a line of its own: the ranks of
+// a proc count at every call, from different processors.
+type seqLine struct {
+	n atomic.Uint64
+	_ [56]byte
 }
 
 // arrival is what a rank tells its proc's leader of its call, through memory:
@@ -146,7 +153,7 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 	if mine <= runtime.GOMAXPROCS(0) { // as coll.New: a spinner only delays the ranks it waits for
 		c.spin = spin
 	}
-	c.seqs = make([]atomic.Uint64, mine)
+	c.seqs = make([]seqLine, mine)
 	c.arrivals = make([]arrival, outcomes*mine)
 	c.parts = make([]coll.Part, ring*mine)
 	return c
@@ -186,7 +193,7 @@ type call struct {
 
 func (c *Comm) start(rank int, k kind, root, elem int) call {
 	lr := c.lrank[rank]
-	seq := c.seqs[lr].Add(1) - 1
+	seq := c.seqs[lr].n.Add(1) - 1
 	o := call{c: c, k: k, rank: rank, lr: lr, root: root, elem: elem, seq: seq,
 		sig: uint64(k)<<56 | uint64(elem&0xffffff)<<32 | uint64(uint32(root))}
 	if !o.leader() {
