@@ -140,8 +140,8 @@ func TestEagerSendsManyRanks(t *testing.T) {
 		n    int
 		opts []mpi.Option
 	}{
-		{2000, nil}, // 144 KB held, 64 MiB cap
-		{400, []mpi.Option{mpi.WithPoolCap(64 << 10)}}, // 29 KB held, 64 KiB cap
+		{2000, nil}, // 528 KB held, 64 MiB cap
+		{400, []mpi.Option{mpi.WithPoolCap(128 << 10)}}, // 106 KB held, 128 KiB cap
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {

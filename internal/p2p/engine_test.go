@@ -142,6 +142,27 @@ func TestPoolCreditReturns(t *testing.T) {
 	}
 }
 
+// TestPoolCapBoundsMemory checks that the cap bounds the memory that queued copies
+// of empty messages take, the Requests holding them, not only their payloads.
+func TestPoolCapBoundsMemory(t *testing.T) {
+	const capacity = 64 << 10
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: capacity})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	sent := 0
+	for ; sent < 10*capacity; sent++ {
+		m, err := c.sendCopy(0, nil, 1, 0, Standard, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == nil {
+			break
+		}
+	}
+	if held := sent * int(unsafe.Sizeof(Request{})); held > capacity || sent == 0 {
+		t.Fatalf("%d empty messages queued, holding %d bytes of Requests under a %d-byte cap", sent, held, capacity)
+	}
+}
+
 func TestBsendFirstFit(t *testing.T) {
 	wd := NewWorld(1, Config{})
 	ep := wd.Endpoints[0]

@@ -248,6 +248,7 @@ func (wd *World) sweep(seen uint64) {
 	wd.sweeps.Add(1)
 }
 
-// chargeOf is what an eager copy of n bytes costs the pool: even an empty message
-// holds an envelope, so the cap bounds their number too.
+// chargeOf is what an eager copy of n bytes costs the pool: its payload and the
+// Request that holds it (a payload of up to 16 bytes sits inside the Request, so it
+// is counted twice: what is counted is never less than what is held).
 func chargeOf(n int) int64 { return int64(n) + envelopeCharge }

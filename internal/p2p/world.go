@@ -38,9 +38,10 @@ type Config struct {
 	ErrorsReturn bool
 }
 
-// envelopeCharge is what a queued eager message costs the pool besides its payload,
-// so that even zero-byte messages are bounded.
-const envelopeCharge = 64
+// envelopeCharge is what a queued eager message costs the pool besides its payload:
+// the Request that holds it, so that the cap bounds the memory the copies take, even
+// of zero-byte messages.
+const envelopeCharge = int64(unsafe.Sizeof(Request{}))
 
 // World is the set of ranks in this process and what they share.
 type World struct {
