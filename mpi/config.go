@@ -68,8 +68,9 @@ func WithEagerLimit(bytes int) Option { return func(c *config) { c.p2p.EagerLimi
 // straight into the receive buffer (three-phase).
 func WithNetEagerLimit(bytes int) Option { return func(c *config) { c.p2p.NetEagerLimit = bytes } }
 
-// WithPoolCap bounds the bytes that eager copies may hold in one process; past it a
-// standard send waits for its receiver instead.
+// WithPoolCap bounds the bytes that eager copies may hold in one process (each counts
+// its payload and the 256 bytes that hold it); past it a standard send waits for its
+// receiver instead.
 func WithPoolCap(bytes int64) Option { return func(c *config) { c.p2p.PoolCap = bytes } }
 
 // WithSpin sets how long a waiting rank polls before it parks its goroutine
