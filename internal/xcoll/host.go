@@ -174,9 +174,13 @@ func (h *host) ring() {
 
 // post writes our proc's entry of the call: what it holds and data (the part,
 // or a fault's detail), once every proc is done with the call that last used
-// the entry. The sequence number goes last, with a Swap: under the race
-// detector a Store outside Go's heap is a plain move, which ring's load could
-// pass (see internal/transport/shm).
+// the entry. A proc that ran that far ahead (a Bcast's root) waits until every
+// proc is half the slots behind, so that it then posts that many calls without
+// reading the others' done lines again: else it read them at every call, and
+// each proc's next write of its line waited for the line to come back. The
+// sequence number goes last, with a Swap: under the race detector a Store
+// outside Go's heap is a plain move, which ring's load could pass (see
+// internal/transport/shm).
 func (o *call) post(what uint32, class uint32, data []byte) error {
 	h := o.c.host
 	if need := o.seq + 1; need > h.free+hostSlots {
@@ -185,7 +189,7 @@ func (o *call) post(what uint32, class uint32, data []byte) error {
 			for p := range h.procs {
 				h.free = min(h.free, h.done(p).Load())
 			}
-			return need <= h.free+hostSlots
+			return need+hostSlots/2 <= h.free+hostSlots
 		})
 		if err != nil {
 			return err
