@@ -43,11 +43,8 @@ func barrierAll(c *Comm, n int, before func() bool) []error {
 // 200 ms) park after a bounded number of yields instead of keeping the processors
 // busy: the process uses a small fraction of the processor time it had.
 func TestBarrierLongWaitCPU(t *testing.T) {
-	for _, n := range []int{16, 256, 257} { // one counter; as the processors here say; in 3 groups
-		c := New(NewJob(), n, 20*time.Microsecond)
-		if n == 257 {
-			_, c = grouped(n, 3, 20*time.Microsecond)
-		}
+	for _, n := range []int{16, 256, 257} { // one counter; as the processors here say; in groups
+		_, c := barrierComm(n)
 		const compute = 200 * time.Millisecond
 		start, cpu0 := time.Now(), cpuTime(t)
 		for _, err := range barrierAll(c, n, func() bool { time.Sleep(compute); return true }) {
@@ -68,14 +65,7 @@ func TestBarrierLongWaitCPU(t *testing.T) {
 func TestBarrierAbort(t *testing.T) {
 	for _, n := range []int{4, 16, 256, 257, 258} {
 		for _, joins := range []bool{true, false} {
-			j := NewJob()
-			c := New(j, n, 20*time.Microsecond)
-			switch n {
-			case 257: // groups whose leaders poll, then park
-				j, c = grouped(n, 3, 20*time.Microsecond)
-			case 258: // leaders that park at once
-				j, c = grouped(n, 2, 0)
-			}
+			j, c := barrierComm(n)
 			abort := func() bool { time.Sleep(20 * time.Millisecond); j.Abort(); return joins }
 			for r, err := range barrierAll(c, n, abort) {
 				if (r != 0 || joins) && !errors.Is(err, ErrAborted) {
@@ -117,6 +107,20 @@ func TestRunAheadAbort(t *testing.T) {
 			t.Fatalf("spin %v: the waiting root returned %v, want ErrAborted", spin, err)
 		}
 	}
+}
+
+// barrierComm returns a job and the collective state of n ranks polling for 20 µs,
+// whose Barrier is as the processors here make it, but for 257 ranks (3 groups whose
+// leaders poll, then park) and 258 (2 groups whose leaders park at once).
+func barrierComm(n int) (*Job, *Comm) {
+	switch n {
+	case 257:
+		return grouped(n, 3, 20*time.Microsecond)
+	case 258:
+		return grouped(n, 2, 0)
+	}
+	j := NewJob()
+	return j, New(j, n, 20*time.Microsecond)
 }
 
 // grouped returns a job and the collective state of n ranks whose Barrier arrives in
