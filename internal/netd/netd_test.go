@@ -386,6 +386,9 @@ func testDelivery(t *testing.T, tweak func(int, *Config, *tproc), wantShm bool) 
 				}
 			}
 		}
+		if p.dev.Polls() != wantShm {
+			t.Errorf("proc %d: Polls %v with rings %v", dst, p.dev.Polls(), wantShm)
+		}
 		for src := range ps {
 			if src != dst && len(p.dev.connsTo(src)) == 0 {
 				t.Errorf("proc %d has no connection to %d", dst, src)
@@ -402,8 +405,8 @@ func testDelivery(t *testing.T, tweak func(int, *Config, *tproc), wantShm bool) 
 	}
 	for i, p := range ps {
 		p.dev.Close()
-		if rings := p.dev.ringList(); len(rings) != 0 {
-			t.Errorf("proc %d still lists %d shared-memory connections after Close", i, len(rings))
+		if rings := p.dev.ringList(); len(rings) != 0 || p.dev.Polls() {
+			t.Errorf("proc %d still lists %d shared-memory connections after Close (Polls %v)", i, len(rings), p.dev.Polls())
 		}
 	}
 }

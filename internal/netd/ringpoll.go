@@ -131,6 +131,14 @@ type Poller interface {
 	PollBegin()
 	Poll() bool
 	PollEnd()
+	Polls() bool
+}
+
+// Polls reports whether Poll has rings to poll: a rank that waits only for
+// messages of sockets has nothing to poll, their daemons deliver them.
+func (d *Device) Polls() bool {
+	rings := d.rings.Load()
+	return rings != nil && len(*rings) > 0
 }
 
 // PollBegin counts a rank in as polling the rings (Poll) while it waits, and

@@ -696,3 +696,33 @@ func TestRemoteCancelEager(t *testing.T) {
 		t.Fatalf("after the cancels, a message of tag 5: %v, %v", buf, err)
 	}
 }
+
+// ringPoller is a Poller whose rings exist or not.
+type ringPoller bool
+
+func (ringPoller) PollBegin()    {}
+func (ringPoller) Poll() bool    { return false }
+func (ringPoller) PollEnd()      {}
+func (p ringPoller) Polls() bool { return bool(p) }
+
+// TestDaemonOnly: a receive waits without spinning exactly when its message can
+// only come through a receive daemon: from a given rank of another proc, with no
+// rings that the waiting rank would poll itself.
+func TestDaemonOnly(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{2, 1}}) // proc 0: ranks 0 and 1; proc 1: rank 2
+	j := newJob(t, l, testConfig())
+	c := j.comm(0)
+	for _, tc := range []struct {
+		poller netd.Poller
+		src    int
+		want   bool
+	}{
+		{nil, 2, true}, {nil, 1, false}, {nil, AnySource, false},
+		{ringPoller(false), 2, true}, {ringPoller(true), 2, false}, {ringPoller(true), 1, false},
+	} {
+		c.World.poller = tc.poller
+		if got := c.daemonOnly(tc.src); got != tc.want {
+			t.Errorf("poller %v, source %d: daemonOnly %v, want %v", tc.poller, tc.src, got, tc.want)
+		}
+	}
+}

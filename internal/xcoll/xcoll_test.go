@@ -713,6 +713,8 @@ func (p polled) Poll() bool {
 	}
 }
 
+func (p polled) Polls() bool { return true }
+
 // TestRecvPolls: a Recv that waits polls the device for its message within the
 // spin, so it completes with no receive daemon at all, and stops polling when
 // it has it; without a spin it looks once.
