@@ -240,7 +240,7 @@ func (r *Request) Wait() (Status, error) {
 		<-r.nbc.done
 		return r.finish(nil)
 	}
-	return r.finish(r.c.self().Wait(r.r))
+	return r.finish(r.c.core.WaitWith(r.c.rank, r.r, int(r.peer)))
 }
 
 // Test reports whether the operation has completed, and if so its status, without blocking.

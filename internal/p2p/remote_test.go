@@ -717,12 +717,46 @@ func TestDaemonOnly(t *testing.T) {
 		src    int
 		want   bool
 	}{
-		{nil, 2, true}, {nil, 1, false}, {nil, AnySource, false},
+		{nil, 2, true}, {nil, 1, false}, {nil, AnySource, false}, {nil, ProcNull, false},
 		{ringPoller(false), 2, true}, {ringPoller(true), 2, false}, {ringPoller(true), 1, false},
 	} {
 		c.World.poller = tc.poller
 		if got := c.daemonOnly(tc.src); got != tc.want {
 			t.Errorf("poller %v, source %d: daemonOnly %v, want %v", tc.poller, tc.src, got, tc.want)
 		}
+	}
+}
+
+// TestWaitWithRemote: a nonblocking receive from another proc, and one from
+// ProcNull, complete through WaitWith, which parks for the first (no rings).
+func TestWaitWithRemote(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	c0, c1 := j.comm(0), j.comm(1)
+	want := fill(100, 3)
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // the receiver parks first
+		done <- c1.Send(1, want, 0, 5, Standard)
+	}()
+	buf := make([]byte, 100)
+	r := NewRequest()
+	c0.Irecv(0, buf, 1, 5, r)
+	if !c0.daemonOnly(1) {
+		t.Fatal("a receive from another proc over sockets is not left to the daemon")
+	}
+	if err := c0.WaitWith(0, r, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.Result(); st.Source != 1 || st.Tag != 5 || !bytes.Equal(buf, want) {
+		t.Fatalf("received %+v, data equal %v", st, bytes.Equal(buf, want))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	null := NewRequest()
+	c0.Irecv(0, buf, ProcNull, 5, null)
+	if err := c0.WaitWith(0, null, ProcNull); err != nil || !null.Done() {
+		t.Fatalf("a receive from ProcNull: %v, done %v", err, null.Done())
 	}
 }
