@@ -356,12 +356,15 @@ func (ep *Endpoint) parkFor(r *Request, tags uint64) error {
 	return abandon(r)
 }
 
-// sleep is Wait without its spin, after a spin that began at start (see spinFor).
+// sleep is Wait without its spin, after a spin that began at start (see spinFor):
+// parkFor, then the spin budget adapted to how long the wait took.
 func (ep *Endpoint) sleep(r *Request, start int64, tags uint64) error {
-	if r.Done() || ep.parkUntil(r, start, tags) || r.Done() {
+	if r.Done() {
 		return r.err
 	}
-	return abandon(r)
+	err := ep.parkFor(r, tags)
+	ep.settleSince(r, start)
+	return err
 }
 
 // abandon settles r after an abort: out of its queue if it still is, else (someone

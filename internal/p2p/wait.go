@@ -151,14 +151,18 @@ func (ep *Endpoint) await(r *Request, tags uint64) bool {
 // parkUntil parks a rank of ep until r completes, after a spin that began at start,
 // and adapts the spin budget to how long the wait took. It returns false on abort.
 func (ep *Endpoint) parkUntil(r *Request, start int64, tags uint64) bool {
-	rs := [1]*Request{r}
-	ok := ep.park(rs[:], tags)
+	ok := ep.park([]*Request{r}, tags)
+	ep.settleSince(r, start)
+	return ok
+}
+
+// settleSince adapts the spin budget to a wait for r that began at start.
+func (ep *Endpoint) settleSince(r *Request, start int64) {
 	end := r.firedAt.Load()
 	if end == 0 { // completed before we parked, or aborted
 		end = spin.Now()
 	}
 	ep.settle(time.Duration(end - start))
-	return ok
 }
 
 // A sender that leaves a small message for a rank with parked goroutines drains
