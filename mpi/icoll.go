@@ -59,9 +59,9 @@ func (c *Comm) issue(op *collOp, err error) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	nb, o := &icoll{done: make(chan struct{})}, *op
+	nb, o := &icoll{name: op.name, done: make(chan struct{})}, *op
 	c.queue().Go(func() { nb.finish(c.collective(o.do(c), o.name)) })
-	return &Request{c: c, op: o.name, nbc: nb}, nil
+	return &Request{c: c, nbc: nb}, nil
 }
 
 // queued returns the calling rank's queue of collectives on c, nil if it never
@@ -83,6 +83,7 @@ func (c *Comm) queue() *coll.Queue {
 
 // icoll is the state of a nonblocking collective that its Request waits for.
 type icoll struct {
+	name  string                        // the call that started it, for errors
 	over  atomic.Bool                   // set, after err, when the collective is over
 	done  chan struct{}                 // closed when over is set, for Wait to park on
 	err   error                         // the outcome

@@ -38,12 +38,12 @@ const (
 // completes it, so that streams of nonblocking operations allocate only handles;
 // a persistent request keeps its engine request for its whole life.
 type Request struct {
-	r          *p2p.Request // the engine's request; nil when not started, consumed, or a collective
+	r          *p2p.Request // the engine's request; nil when not started, consumed, early, or a collective
 	c          *Comm
-	op         string
 	bufp       *byte
 	blen       int
-	nbc        *icoll // a nonblocking collective; nil for point-to-point
+	nbc        *icoll    // a nonblocking collective; nil for point-to-point
+	early      p2p.Early // the outcome of an operation that completed as it started, with no engine request
 	peer, tag  int32
 	mode       p2p.Mode
 	recv       bool
@@ -52,73 +52,107 @@ type Request struct {
 	busy       atomic.Bool // held by the goroutine using the request
 }
 
-func newRequest(c *Comm, op string, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
-	r := &Request{c: c, op: op, bufp: unsafe.SliceData(b), blen: len(b), peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
+// sendNames are the calls that make send requests, by persistence and mode.
+var sendNames = [2][4]string{
+	{p2p.Standard: "Isend", p2p.Buffered: "Ibsend", p2p.Synchronous: "Issend", p2p.Ready: "Irsend"},
+	{p2p.Standard: "SendInit", p2p.Buffered: "BsendInit", p2p.Synchronous: "SsendInit", p2p.Ready: "RsendInit"},
+}
+
+// name is the MPI call that made r, for errors.
+func (r *Request) name() string {
+	switch {
+	case r.nbc != nil:
+		return r.nbc.name
+	case r.recv && r.persistent:
+		return "RecvInit"
+	case r.recv:
+		return "Irecv"
+	case r.persistent:
+		return sendNames[1][r.mode]
+	}
+	return sendNames[0][r.mode]
+}
+
+func newRequest(c *Comm, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
+	r := &Request{c: c, bufp: unsafe.SliceData(b), blen: len(b), peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
 	if persistent {
 		r.state = inactive
 	}
 	return r
 }
 
-// start begins the operation in an engine request: a pooled one, or the persistent
+// start begins the operation: without an engine request if it completes as it
+// starts (an early receive or send), else in a pooled one, or the persistent
 // request's own.
 func (r *Request) start() error {
 	c := r.c
-	if r.r == nil {
-		r.r = p2p.NewRequest()
-	} else {
-		r.r.Reset()
-	}
 	r.state = active
 	peer, tag := int(r.peer), int(r.tag)
 	buf := unsafe.Slice(r.bufp, r.blen)
-	if r.recv {
-		c.core.Irecv(c.rank, buf, peer, tag, r.r)
+	if r.recv && !r.persistent {
+		r.r = c.core.RecvEarly(c.rank, buf, peer, tag, &r.early)
 		return nil
 	}
-	if err := c.core.Isend(c.rank, buf, peer, tag, r.mode, r.r); err != nil {
+	var early bool
+	var err error
+	if !r.persistent {
+		early, err = c.core.SendEarly(c.rank, buf, peer, tag, r.mode, &r.early)
+	}
+	if !early && err == nil {
+		if r.r == nil {
+			r.r = p2p.NewRequest()
+		} else {
+			r.r.Reset()
+		}
+		if r.recv {
+			c.core.Irecv(c.rank, buf, peer, tag, r.r)
+			return nil
+		}
+		err = c.core.Isend(c.rank, buf, peer, tag, r.mode, r.r)
+	}
+	if err != nil {
 		r.state = inactive
-		return c.failed(err, r.op, peer, tag)
+		return c.failed(err, r.name(), peer, tag)
 	}
 	return nil
 }
 
-func isend(c *Comm, op string, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
-	if err := c.checkDest(op, dest, tag); err != nil {
+func isend(c *Comm, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
+	if err := c.checkDest(sendNames[0][mode], dest, tag); err != nil {
 		return nil, err
 	}
-	r := newRequest(c, op, b, dest, tag, false, mode, false)
+	r := newRequest(c, b, dest, tag, false, mode, false)
 	if err := r.start(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func sendInit(c *Comm, op string, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
-	if err := c.checkDest(op, dest, tag); err != nil {
+func sendInit(c *Comm, b []byte, dest, tag int, mode p2p.Mode) (*Request, error) {
+	if err := c.checkDest(sendNames[1][mode], dest, tag); err != nil {
 		return nil, err
 	}
-	return newRequest(c, op, b, dest, tag, false, mode, true), nil
+	return newRequest(c, b, dest, tag, false, mode, true), nil
 }
 
 // Isend starts a standard send; buf must not change until the request completes.
 func Isend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend(c, "Isend", bytesOf(buf), dest, tag, p2p.Standard)
+	return isend(c, bytesOf(buf), dest, tag, p2p.Standard)
 }
 
 // Ibsend starts a buffered send (see Bsend).
 func Ibsend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend(c, "Ibsend", bytesOf(buf), dest, tag, p2p.Buffered)
+	return isend(c, bytesOf(buf), dest, tag, p2p.Buffered)
 }
 
 // Issend starts a synchronous send: it completes once a receive has matched it.
 func Issend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend(c, "Issend", bytesOf(buf), dest, tag, p2p.Synchronous)
+	return isend(c, bytesOf(buf), dest, tag, p2p.Synchronous)
 }
 
 // Irsend starts a ready send (see Rsend).
 func Irsend[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return isend(c, "Irsend", bytesOf(buf), dest, tag, p2p.Ready)
+	return isend(c, bytesOf(buf), dest, tag, p2p.Ready)
 }
 
 // Irecv starts a receive into buf.
@@ -126,29 +160,29 @@ func Irecv[T Elem](c *Comm, buf []T, source, tag int) (*Request, error) {
 	if err := c.checkSource("Irecv", source, tag); err != nil {
 		return nil, err
 	}
-	r := newRequest(c, "Irecv", bytesOf(buf), source, tag, true, 0, false)
+	r := newRequest(c, bytesOf(buf), source, tag, true, 0, false)
 	r.start()
 	return r, nil
 }
 
 // SendInit makes a persistent standard send of buf; each Start sends buf's contents.
 func SendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return sendInit(c, "SendInit", bytesOf(buf), dest, tag, p2p.Standard)
+	return sendInit(c, bytesOf(buf), dest, tag, p2p.Standard)
 }
 
 // BsendInit makes a persistent buffered send.
 func BsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return sendInit(c, "BsendInit", bytesOf(buf), dest, tag, p2p.Buffered)
+	return sendInit(c, bytesOf(buf), dest, tag, p2p.Buffered)
 }
 
 // SsendInit makes a persistent synchronous send.
 func SsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return sendInit(c, "SsendInit", bytesOf(buf), dest, tag, p2p.Synchronous)
+	return sendInit(c, bytesOf(buf), dest, tag, p2p.Synchronous)
 }
 
 // RsendInit makes a persistent ready send.
 func RsendInit[T Elem](c *Comm, buf []T, dest, tag int) (*Request, error) {
-	return sendInit(c, "RsendInit", bytesOf(buf), dest, tag, p2p.Ready)
+	return sendInit(c, bytesOf(buf), dest, tag, p2p.Ready)
 }
 
 // RecvInit makes a persistent receive into buf.
@@ -156,14 +190,14 @@ func RecvInit[T Elem](c *Comm, buf []T, source, tag int) (*Request, error) {
 	if err := c.checkSource("RecvInit", source, tag); err != nil {
 		return nil, err
 	}
-	return newRequest(c, "RecvInit", bytesOf(buf), source, tag, true, 0, true), nil
+	return newRequest(c, bytesOf(buf), source, tag, true, 0, true), nil
 }
 
 // acquire takes the request for one caller; MPI forbids two threads to use one
 // request at once, and Weft says so instead of misbehaving.
 func (r *Request) acquire(op string) error {
 	if !r.busy.CompareAndSwap(false, true) {
-		return errs.New(errs.Request, op, r.c.rank, "another goroutine is using this %s request", r.op)
+		return errs.New(errs.Request, op, r.c.rank, "another goroutine is using this %s request", r.name())
 	}
 	var why string
 	switch r.state {
@@ -175,7 +209,7 @@ func (r *Request) acquire(op string) error {
 		return nil
 	}
 	r.busy.Store(false)
-	return errs.New(errs.Request, op, r.c.rank, why, r.op)
+	return errs.New(errs.Request, op, r.c.rank, why, r.name())
 }
 
 func (r *Request) release() { r.busy.Store(false) }
@@ -185,7 +219,7 @@ func (r *Request) done() bool {
 	if r.nbc != nil {
 		return r.nbc.over.Load()
 	}
-	return r.r.Done()
+	return r.r == nil || r.r.Done()
 }
 
 // finish turns the outcome of a completed operation into the caller's status and
@@ -198,17 +232,21 @@ func (r *Request) finish(err error) (Status, error) {
 		s.Err = r.nbc.err
 		return s, r.nbc.err
 	}
-	st, rerr := r.r.Result()
-	if err == nil {
-		err = rerr
+	st := r.early.Status(r.blen)
+	if r.r != nil {
+		var rerr error
+		st, rerr = r.r.Result()
+		if err == nil {
+			err = rerr
+		}
 	}
 	var s Status
 	peer, tag := int(r.peer), int(r.tag)
 	if r.recv {
-		s, err = r.c.received(&st, err, r.op, peer, tag)
+		s, err = r.c.received(&st, err, r.name(), peer, tag)
 	} else {
 		if err != nil {
-			err = r.c.failed(err, r.op, peer, tag)
+			err = r.c.failed(err, r.name(), peer, tag)
 		}
 		s = Status{Source: peer, Tag: tag, Cancelled: st.Cancelled, Err: err}
 	}
@@ -217,7 +255,7 @@ func (r *Request) finish(err error) (Status, error) {
 		return s, err
 	}
 	r.state = consumed
-	if r.r.Done() { // else (after an abort) a receiver that took the send with Mprobe still holds it
+	if r.r != nil && r.r.Done() { // else (after an abort) a receiver that took the send with Mprobe still holds it
 		p2p.Recycle(r.r)
 	}
 	r.r = nil
@@ -240,6 +278,9 @@ func (r *Request) Wait() (Status, error) {
 		<-r.nbc.done
 		return r.finish(nil)
 	}
+	if r.r == nil {
+		return r.finish(nil)
+	}
 	return r.finish(r.c.core.WaitWith(r.c.rank, r.r, int(r.peer)))
 }
 
@@ -259,6 +300,10 @@ func (r *Request) Test() (Status, bool, error) {
 		if !r.nbc.over.Load() {
 			return Status{}, false, nil
 		}
+		st, err := r.finish(nil)
+		return st, true, err
+	}
+	if r.r == nil {
 		st, err := r.finish(nil)
 		return st, true, err
 	}
@@ -287,10 +332,14 @@ func (r *Request) Cancel() error {
 	}
 	defer r.release()
 	if r.state != active {
-		return errs.New(errs.Request, "Cancel", r.c.rank, "the persistent %s request is not started", r.op)
+		return errs.New(errs.Request, "Cancel", r.c.rank, "the persistent %s request is not started", r.name())
 	}
 	if r.nbc != nil {
-		return errs.New(errs.Request, "Cancel", r.c.rank, "%s is a nonblocking collective, which MPI does not let a rank cancel", r.op)
+		return errs.New(errs.Request, "Cancel", r.c.rank, "%s is a nonblocking collective, which MPI does not let a rank cancel", r.name())
+	}
+	if r.r == nil {
+		r.c.core.CancelEarly(int(r.peer), &r.early)
+		return nil
 	}
 	p2p.Cancel(r.r)
 	return nil
@@ -322,9 +371,9 @@ func (r *Request) Start() error {
 	defer r.release()
 	switch {
 	case !r.persistent:
-		return errs.New(errs.Request, "Start", r.c.rank, "%s made a non-persistent request; Start takes one from SendInit or RecvInit", r.op)
+		return errs.New(errs.Request, "Start", r.c.rank, "%s made a non-persistent request; Start takes one from SendInit or RecvInit", r.name())
 	case r.state == active:
-		return errs.New(errs.Request, "Start", r.c.rank, "the persistent %s request is already active; Wait for it first", r.op)
+		return errs.New(errs.Request, "Start", r.c.rank, "the persistent %s request is already active; Wait for it first", r.name())
 	}
 	if err := r.c.check("Start"); err != nil {
 		return err
@@ -440,7 +489,10 @@ func Waitany(reqs ...*Request) (int, Status, error) {
 // point-to-point ones are polled, less and less often (up to every millisecond).
 func waitAny(reqs []*Request, idx []int) (int, error) {
 	colls := 0
-	for _, i := range idx {
+	for k, i := range idx {
+		if reqs[i].r == nil && reqs[i].nbc == nil { // early: complete already
+			return k, nil
+		}
 		if reqs[i].nbc != nil {
 			colls++
 		}

@@ -1056,3 +1056,67 @@ func TestRequestRecycled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEarlyRequests checks requests that complete as they start, with no request of
+// the engine's: receives whose message had come (with wildcards, truncated, and
+// beside a posted receive in Waitany) and small sends left as copies at their receiver.
+func TestEarlyRequests(t *testing.T) {
+	mustRun(t, 2, rankFuncs(func(c *mpi.Comm) error {
+		for tag, msg := range [][]int32{{1, 2, 3}, {4, 5, 6, 7}} {
+			r, err := mpi.Isend(c, msg, 1, tag)
+			if err != nil {
+				return err
+			}
+			if st, ok, err := r.Test(); !ok || err != nil || st.Source != 1 || st.Tag != tag || st.Cancelled {
+				return fmt.Errorf("Test of small Isend %d: %+v, %v, %v; want done at once", tag, st, ok, err)
+			}
+		}
+		if err := c.Barrier(); err != nil { // both messages are at rank 1 now
+			return err
+		}
+		if _, err := mpi.Recv(c, []int32{0}, 1, 9); err != nil { // rank 1 posted its receive
+			return err
+		}
+		return mpi.Send(c, []int32{8}, 1, 2)
+	}, func(c *mpi.Comm) error {
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		buf := make([]int32, 4)
+		r, err := mpi.Irecv(c, buf, mpi.AnySource, mpi.AnyTag)
+		if err != nil {
+			return err
+		}
+		if st, ok, err := r.Test(); !ok || err != nil || st.Source != 0 || st.Tag != 0 || mpi.GetCount[int32](st) != 3 || !slices.Equal(buf[:3], []int32{1, 2, 3}) {
+			return fmt.Errorf("Irecv of a message come already: %+v, %v, %v, %v", st, ok, err, buf)
+		}
+		short := make([]int32, 2)
+		r, err = mpi.Irecv(c, short, 0, 1)
+		if err != nil {
+			return err
+		}
+		st, err := r.Wait()
+		if _, cerr := wantClass(err, mpi.ErrTruncate); cerr != nil || st.Source != 0 || st.Tag != 1 {
+			return fmt.Errorf("truncated early Irecv: %+v: %v", st, cerr)
+		}
+		posted, err := mpi.Irecv(c, buf, 0, 2)
+		if err != nil {
+			return err
+		}
+		none, err := mpi.Irecv(c, buf, mpi.ProcNull, 0)
+		if err != nil {
+			return err
+		}
+		reqs := []*mpi.Request{posted, none}
+		if i, st, err := mpi.Waitany(reqs...); i != 1 || err != nil || st.Source != mpi.ProcNull {
+			return fmt.Errorf("Waitany of a posted and a ProcNull receive: %d, %+v, %v; want 1 at once", i, st, err)
+		}
+		if err := mpi.Send(c, []int32{0}, 0, 9); err != nil {
+			return err
+		}
+		if st, err := posted.Wait(); err != nil || st.Tag != 2 || buf[0] != 8 {
+			return fmt.Errorf("posted receive: %+v, %v, %v", st, err, buf)
+		}
+		return nil
+	}))
+}

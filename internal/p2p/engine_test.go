@@ -111,7 +111,7 @@ func TestPoolCreditReturns(t *testing.T) {
 	sent := 0
 	for ; sent < 20; sent++ {
 		r := new(Request)
-		m, err := c.sendCopy(0, big, 1, 0, Standard, nil)
+		m, _, err := c.sendCopy(0, big, 1, 0, Standard, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestPoolCapBoundsMemory(t *testing.T) {
 	c := &Comm{Peers: wd.Endpoints, World: wd}
 	sent := 0
 	for ; sent < 10*capacity; sent++ {
-		m, err := c.sendCopy(0, nil, 1, 0, Standard, nil)
+		m, _, err := c.sendCopy(0, nil, 1, 0, Standard, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if (mode == Standard || mode == Ready) && c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}) {
 		return nil
 	}
-	if m, err := c.sendCopy(me, buf, dest, tag, mode, nil); m != nil || err != nil {
+	if m, _, err := c.sendCopy(me, buf, dest, tag, mode, false); m != nil || err != nil {
 		return err
 	}
 	r := NewRequest()
@@ -46,41 +46,115 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 	if to := c.Peers[dest]; to.peer != nil {
 		return c.sendRemote(me, buf, to, tag, mode, r)
 	}
-	m, err := c.sendCopy(me, buf, dest, tag, mode, r)
+	m, gen, err := c.sendCopy(me, buf, dest, tag, mode, true)
 	if m == nil && err == nil && c.sendDirect(me, buf, dest, tag, mode, r) {
 		return nil // queued: the receiver completes r
+	}
+	if m != nil {
+		r.msg, r.msgGen, r.ep = m, gen, c.Peers[dest]
 	}
 	r.err = err
 	r.fire()
 	return err
 }
 
+// Early is the outcome of an operation that completed as it started, with no
+// request of the engine's: a receive that found its message come already, or a send
+// that left a copy of its data at its receiver. A pooled Request taken, reset,
+// fired, read and given back was most of the work of each small Isend and Irecv in
+// a stream of them (osu_bw's window of 64). Early is small, as the user's handle
+// that holds it must be.
+type Early struct {
+	src, tag  int32    // a receive's envelope
+	len       int      // a receive's message length
+	sent      *Request // a send's copy at its receiver, which Cancel withdraws while no receive has taken it
+	gen       uint32   // the incarnation of sent that the send made
+	cancelled bool
+}
+
+// Status returns the status of an early operation whose buffer holds blen bytes.
+func (e *Early) Status(blen int) Status {
+	return Status{Source: int(e.src), Tag: int(e.tag), Len: e.len, Bytes: min(e.len, blen), Cancelled: e.cancelled}
+}
+
+// SendEarly sends buf as Isend would when the send completes as it starts (to
+// ProcNull, or as a copy for a rank of this proc: small and standard while the pool
+// has room, or buffered), keeping in e what Cancel needs. It reports false, having
+// sent nothing, when the send needs a request; a buffered send's error is returned.
+func (c *Comm) SendEarly(me int, buf []byte, dest, tag int, mode Mode, e *Early) (bool, error) {
+	if dest == ProcNull {
+		return true, nil
+	}
+	if c.Peers[dest].peer != nil {
+		return false, nil
+	}
+	m, gen, err := c.sendCopy(me, buf, dest, tag, mode, true)
+	if m == nil {
+		return false, err
+	}
+	e.sent, e.gen = m, gen
+	return true, nil
+}
+
+// RecvEarly receives into buf a matching message that has come already, its
+// envelope into e, and returns nil; else it starts the receive as Irecv does, in a
+// pooled request that it returns.
+func (c *Comm) RecvEarly(me int, buf []byte, src, tag int, e *Early) *Request {
+	var st Status
+	if src == ProcNull {
+		st = NullStatus
+	} else if r, ok := c.startRecv(me, buf, src, tag, nil, postNow, &st); !ok {
+		return r
+	}
+	e.src, e.tag, e.len = int32(st.Source), int32(st.Tag), st.Len
+	return nil
+}
+
+// CancelEarly withdraws the copy that early send e left for rank dest while no
+// receive has taken it, and then marks e cancelled.
+func (c *Comm) CancelEarly(dest int, e *Early) {
+	if e.sent != nil && withdrawCopy(e.sent, e.gen, c.Peers[dest]) {
+		e.cancelled = true
+	}
+}
+
+// withdrawCopy takes incarnation gen of the eager or buffered copy m back from its
+// receiver ep, unless a receive has taken it, and reports whether it did.
+func withdrawCopy(m *Request, gen uint32, ep *Endpoint) bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.drain()
+	if m.gen.Load() != gen || m.where == nowhere {
+		return false
+	}
+	ep.dequeue(m)
+	ep.release(m)
+	return true
+}
+
 // sendCopy sends a small standard send, or a buffered one, as a copy left in the
 // receiver's inbox: the sender returns at once. It returns nil when the send must
-// go directly instead (synchronous, large, or the pool full). A user's request r, if
-// given, remembers the copy so that Cancel can withdraw it.
-func (c *Comm) sendCopy(me int, buf []byte, dest, tag int, mode Mode, r *Request) (*Request, error) {
+// go directly instead (synchronous, large, or the pool full). A copy that an Isend
+// may cancel is marked so, and gen is its incarnation (see withdrawCopy).
+func (c *Comm) sendCopy(me int, buf []byte, dest, tag int, mode Mode, cancel bool) (m *Request, gen uint32, err error) {
 	k := key{c.Ctx, int32(me), int32(tag)}
-	var m *Request
 	switch {
 	case mode == Buffered:
-		var err error
 		if m, err = c.Peers[me].bufferedCopy(buf, k, dest); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	case mode != Synchronous && len(buf) <= c.World.cfg.EagerLimit:
 		m = c.Peers[me].eagerCopy(buf, k)
 	}
 	if m == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
-	ep := c.Peers[dest]
-	if r != nil {
+	if cancel {
 		m.flags |= cancellable
-		r.msg, r.msgGen, r.ep = m, m.gen.Load(), ep
+		gen = m.gen.Load()
 	}
-	ep.push(m)
-	return m, nil
+	c.Peers[dest].push(m)
+	return m, gen, nil
 }
 
 // sendDirect locks the receiver, drains its inbox (so that an earlier small message
@@ -435,15 +509,9 @@ func Cancel(r *Request) {
 		return
 	}
 	if m := r.msg; m != nil {
-		ep := r.ep
-		ep.mu.Lock()
-		ep.drain()
-		if m.gen.Load() == r.msgGen && m.where != nowhere {
-			ep.dequeue(m)
-			ep.release(m)
+		if withdrawCopy(m, r.msgGen, r.ep) {
 			r.flags |= cancelled
 		}
-		ep.mu.Unlock()
 		return
 	}
 	if r.ep != nil && r.ep.withdraw(r) {
