@@ -338,7 +338,7 @@ func (r *Request) Cancel() error {
 		return errs.New(errs.Request, "Cancel", r.c.rank, "%s is a nonblocking collective, which MPI does not let a rank cancel", r.name())
 	}
 	if r.r == nil {
-		r.c.core.CancelEarly(int(r.peer), &r.early)
+		r.c.core.CancelEarly(r.c.rank, int(r.peer), int(r.tag), &r.early)
 		return nil
 	}
 	p2p.Cancel(r.r)

@@ -182,6 +182,22 @@ func (q *queue) first(k key) *Request {
 	return nil
 }
 
+// find returns the earliest entry of envelope k for which is reports true.
+func (q *queue) find(k key, is func(*Request) bool) *Request {
+	for e := q.first(k); e != nil; {
+		if is(e) {
+			return e
+		}
+		if e.bkt != nil { // indexed: the bucket holds the envelope's entries
+			e = e.bnext
+			continue
+		}
+		for e = e.next; e != nil && e.key != k; e = e.next {
+		}
+	}
+	return nil
+}
+
 // match returns the earliest entry whose envelope matches pattern pat.
 func (q *queue) match(pat key) *Request {
 	if !wildcard(pat) {

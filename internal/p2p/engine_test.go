@@ -277,7 +277,7 @@ func TestCacheLineLayout(t *testing.T) {
 		}
 	}
 	for range 100 {
-		laneSink = newLane() // on the heap, where lanes live
+		laneSink = newLane(0) // on the heap, where lanes live
 		if p := uintptr(unsafe.Pointer(laneSink)); p%64 != 0 {
 			t.Fatalf("a lane at %#x is not line-aligned", p)
 		}

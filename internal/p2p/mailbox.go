@@ -79,7 +79,8 @@ type slot struct {
 type lane struct {
 	tail  atomic.Uint64 // next position to claim: the senders' line
 	room  atomic.Uint64 // head+laneSlots as a sender last read it: positions below it are free
-	_     [48]byte
+	id    uint8         // its index in the mailbox, on the senders' line, which they read
+	_     [47]byte
 	head  atomic.Uint64 // next position to take: the receiver's line
 	left  atomic.Uint64 // 1 + the position of the head a drain last left where it was (see waiting)
 	seen  atomic.Uint64 // the tail then
@@ -107,8 +108,8 @@ type clock struct {
 
 func newMailbox() *mailbox { return &mailbox{clock: new(clock)} }
 
-func newLane() *lane {
-	ln := new(lane)
+func newLane(id int) *lane {
+	ln := &lane{id: uint8(id)}
 	ln.room.Store(laneSlots)
 	return ln
 }
@@ -118,7 +119,7 @@ func (b *mailbox) lane(i int) *lane {
 	if ln := b.lanes[i].Load(); ln != nil {
 		return ln
 	}
-	ln := newLane()
+	ln := newLane(i)
 	if !b.lanes[i].CompareAndSwap(nil, ln) {
 		ln = b.lanes[i].Load()
 	}
@@ -147,8 +148,9 @@ func (ep *Endpoint) mailbox() *mailbox {
 }
 
 // deposit leaves buf, with envelope k, in ep's mailbox when it fits, the pool has
-// room, the inbox is empty and a slot of its lane is free or comes free while the
-// receiver takes messages (see awaitSlot); it reports whether it did.
+// room, the inbox is empty and a slot of its lane is free or, if it may wait, comes
+// free while the receiver takes messages (see awaitSlot); it reports whether it
+// did, and the message's ticket, by which an Isend may cancel it (withdrawSlot).
 //
 // A message in a slot is held in the ring's own memory and charges the pool
 // nothing: reserving pool credit was a locked instruction of every hand-off (a
@@ -158,23 +160,23 @@ func (ep *Endpoint) mailbox() *mailbox {
 // the cap a standard send still waits for its receiver. The wait for a slot
 // does not adapt as a receive's does: a sender that fell back to the inbox
 // once would run ahead, wait long for its receiver, and never spin again.
-func (ep *Endpoint) deposit(buf []byte, k key) bool {
+func (ep *Endpoint) deposit(buf []byte, k key, wait bool) (ticket uint64, ok bool) {
 	wd := ep.World
 	if len(buf) > mailboxCap || len(buf) > wd.cfg.EagerLimit || wd.full(chargeOf(len(buf))) {
-		return false
+		return 0, false
 	}
 	b := ep.mailbox()
 	if b == nil {
-		return false
+		return 0, false
 	}
 	ln := b.lane(laneOf(k.tag))
 	stamp := b.clock.n.Add(1) - 1 // before the claim: see Order
 	s, pos := ep.claimSlot(ln)
-	if s == nil && !ln.stuck.Load() {
+	if s == nil && wait && !ln.stuck.Load() {
 		s, pos = ep.awaitSlot(b, ln, k.tag)
 	}
 	if s == nil {
-		return false
+		return 0, false
 	}
 	s.stamp, s.key, s.n = stamp, k, uint32(len(buf))
 	copy(s.data[:], buf)
@@ -183,6 +185,38 @@ func (ep *Endpoint) deposit(buf []byte, k key) bool {
 	if ep.wants(k.tag) {
 		ep.wake()
 	}
+	return ticketOf(ln, pos), true
+}
+
+// A ticket names a message of a mailbox by its lane and position (never 0). A
+// message that leaves the ring for the unexpected queue keeps it, as the seq of
+// its eager copy (flagged unringed), so that Cancel finds it there too.
+func ticketOf(ln *lane, pos uint64) uint64 { return 1 + uint64(ln.id) + mailboxLanes*pos }
+
+// cancelledSlot is the length of a slot whose message Cancel withdrew: every taker
+// passes over it.
+const cancelledSlot = ^uint32(0)
+
+func (s *slot) cancelled() bool { return s.n == cancelledSlot }
+
+// withdrawSlot takes back the message of envelope k and ticket t that an Isend left
+// in ep's mailbox, unless a receive has taken it, and reports whether it did: in
+// the ring it marks the slot cancelled; in the unexpected queue it drops its copy.
+// Caller holds ep.mu: no taker moves the lane's head meanwhile, and no sender can
+// claim the slot again before the head has passed it.
+func (ep *Endpoint) withdrawSlot(k key, t uint64) bool {
+	i, pos := (t-1)%mailboxLanes, (t-1)/mailboxLanes
+	ln := ep.box.Load().lanes[i].Load()
+	if ln.head.Load() <= pos {
+		ln.slot[pos%laneSlots].n = cancelledSlot
+		return true
+	}
+	m := ep.unexp.find(k, func(m *Request) bool { return m.flags&unringed != 0 && m.seq == t })
+	if m == nil {
+		return false
+	}
+	ep.dequeue(m)
+	ep.release(m)
 	return true
 }
 
@@ -340,7 +374,7 @@ func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, until uint64) (st
 			break
 		}
 		var done bool
-		if st, ok, done = ep.takeSlot(s, pat, buf, true); done {
+		if st, ok, done = ep.takeSlot(s, pat, buf, true, ticketOf(ln, pos)); done {
 			completed++
 		}
 		ln.head.Store(pos + 1)
@@ -351,9 +385,12 @@ func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, until uint64) (st
 
 // takeSlot takes the message in s: into the earliest matching posted receive
 // (done), into buf when pat is not nil and matches it (ok), or, with queue, onto
-// the unexpected queue. It reports taken false when it did none of them. Caller
-// holds ep.mu.
-func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool) (st Status, ok, done bool) {
+// the unexpected queue, as an eager copy that keeps the message's ticket. A
+// cancelled slot it passes over. Caller holds ep.mu.
+func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool, ticket uint64) (st Status, ok, done bool) {
+	if s.cancelled() {
+		return
+	}
 	data, k := s.data[:s.n], s.key
 	switch r := ep.takePosted(k); {
 	case r != nil:
@@ -363,7 +400,10 @@ func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool) (st Stat
 		st, ok = receiveSlot(data, k, buf), true
 	case queue:
 		ep.hold(chargeOf(len(data)))
-		ep.queue(newCopy(data, k))
+		m := newCopy(data, k)
+		m.flags |= unringed
+		m.seq = ticket
+		ep.queue(m)
 	}
 	return
 }
@@ -394,7 +434,7 @@ func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok b
 				continue
 			}
 			var done bool
-			st, ok, done = ep.takeSlot(s, pat, buf, false)
+			st, ok, done = ep.takeSlot(s, pat, buf, false, 0)
 			if !ok && !done {
 				if ep.lanePosted[i] != 0 || pat != nil && laneOf(pat.tag) == i {
 					blocked = true
@@ -474,7 +514,7 @@ func (ep *Endpoint) takeNext(pat key, buf []byte, st *Status) bool {
 	}
 	pos := ln.head.Load()
 	s := &ln.slot[pos%laneSlots]
-	if !s.published(pos) || !matches(pat, s.key) {
+	if !s.published(pos) || s.cancelled() || !matches(pat, s.key) {
 		return false
 	}
 	*st = receiveSlot(s.data[:s.n], s.key, buf)

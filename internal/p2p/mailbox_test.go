@@ -125,7 +125,7 @@ func TestMailboxPoolCharge(t *testing.T) {
 	})
 	room := wd.cfg.PoolCap - wd.Pooled()
 	wd.pooled.Add(room)
-	if ep.deposit([]byte{1}, key{0, 1, 0}) {
+	if _, ok := ep.deposit([]byte{1}, key{0, 1, 0}, true); ok {
 		t.Fatal("a message went into the ring while the pool was full")
 	}
 	wd.pooled.Add(-room)
@@ -448,5 +448,81 @@ func TestParkedTagDrains(t *testing.T) {
 	}
 	if ep.parked.Load() != 0 || ep.wanted.Load() != 0 {
 		t.Fatalf("after the waits %d goroutines parked, wanting tags %#x", ep.parked.Load(), ep.wanted.Load())
+	}
+}
+
+// TestEarlySendCancel has rank 1 start small standard sends that complete at once in
+// rank 0's ring (SendEarly) and cancel them: one still in its slot, one that a merge
+// moved to the unexpected queue, and one received already, which stays sent. The
+// receiver then gets exactly the messages not cancelled, in order, a full lane of
+// early sends later goes through the inbox, and the pool gets back what they held.
+func TestEarlySendCancel(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: time.Millisecond})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	sendThenReceive(t, c, mailboxAfter, func() {})
+	send := func(v byte) *Early {
+		t.Helper()
+		var e Early
+		if ok, err := c.SendEarly(1, []byte{v}, 0, 3, Standard, &e); !ok || err != nil {
+			t.Fatalf("SendEarly of message %d: %v, %v", v, ok, err)
+		}
+		return &e
+	}
+	want := func(v byte) {
+		t.Helper()
+		var b [1]byte
+		if st, err := receive(c, 0, b[:], 1, 3); err != nil || b[0] != v {
+			t.Fatalf("received %d (%+v, %v), want message %d", b[0], st, err, v)
+		}
+	}
+	inRing := send(1)
+	if inRing.ticket == 0 {
+		t.Fatal("a small early send with a free lane did not go into the ring")
+	}
+	moved := send(2)
+	kept := send(3)
+	c.CancelEarly(1, 0, 3, inRing)
+	if !inRing.cancelled {
+		t.Fatal("an early send still in its slot was not cancelled")
+	}
+	mergeAll(ep)
+	if ep.unexp.n != 2 {
+		t.Fatalf("%d unexpected messages after the merge, want 2 (the cancelled slot passed over)", ep.unexp.n)
+	}
+	c.CancelEarly(1, 0, 3, moved)
+	if !moved.cancelled || ep.unexp.n != 1 {
+		t.Fatalf("an early send moved to the unexpected queue: cancelled %v, %d left queued", moved.cancelled, ep.unexp.n)
+	}
+	c.CancelEarly(1, 0, 3, moved) // again: nothing left to withdraw
+	if !moved.cancelled || ep.unexp.n != 1 {
+		t.Fatal("a second Cancel changed the outcome")
+	}
+	want(3)
+	c.CancelEarly(1, 0, 3, kept)
+	if kept.cancelled {
+		t.Fatal("an early send cancelled after it was received")
+	}
+	late := send(4)
+	c.CancelEarly(1, 0, 3, late)
+	after := send(5)
+	want(5) // the cancelled slot ahead of it is passed over
+	if !late.cancelled || after.cancelled {
+		t.Fatal("wrong outcome of a Cancel in the ring")
+	}
+	for i := range laneSlots + 1 {
+		send(byte(i))
+	}
+	if ep.inbox.Load() == nil {
+		t.Fatal("early sends to a full lane did not go through the inbox")
+	}
+	for i := range laneSlots + 1 {
+		want(byte(i))
+	}
+	if ep.arrived() {
+		t.Fatal("messages left over")
+	}
+	if got := wd.Pooled(); got > wd.chunk {
+		t.Fatalf("after every message was received or cancelled the pool still lends %d", got)
 	}
 }

@@ -19,8 +19,10 @@ func (c *Comm) Send(me int, buf []byte, dest, tag int, mode Mode) error {
 	if to := c.Peers[dest]; to.peer != nil {
 		return c.sendRemote(me, buf, to, tag, mode, nil)
 	}
-	if (mode == Standard || mode == Ready) && c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}) {
-		return nil
+	if mode == Standard || mode == Ready {
+		if _, ok := c.Peers[dest].deposit(buf, key{c.Ctx, int32(me), int32(tag)}, true); ok {
+			return nil
+		}
 	}
 	if m, _, err := c.sendCopy(me, buf, dest, tag, mode, false); m != nil || err != nil {
 		return err
@@ -60,14 +62,17 @@ func (c *Comm) Isend(me int, buf []byte, dest, tag int, mode Mode, r *Request) e
 
 // Early is the outcome of an operation that completed as it started, with no
 // request of the engine's: a receive that found its message come already, or a send
-// that left a copy of its data at its receiver. A pooled Request taken, reset,
-// fired, read and given back was most of the work of each small Isend and Irecv in
-// a stream of them (osu_bw's window of 64). Early is small, as the user's handle
-// that holds it must be.
+// that left its data at its receiver, in a slot of its mailbox or in an eager or
+// buffered copy. A pooled Request taken, reset, fired, read and given back was a
+// tenth of each small Isend and Irecv in a stream of them (osu_bw's window of 64),
+// and the eager copy (taken from a pool on the sender's core and given back on the
+// receiver's) much of the rest. Early is small, as the user's handle that holds it
+// must be.
 type Early struct {
 	src, tag  int32    // a receive's envelope
 	len       int      // a receive's message length
-	sent      *Request // a send's copy at its receiver, which Cancel withdraws while no receive has taken it
+	ticket    uint64   // a send's message in a slot (see ticketOf), which Cancel withdraws while no receive has taken it
+	sent      *Request // a send's copy at its receiver, which Cancel withdraws likewise
 	gen       uint32   // the incarnation of sent that the send made
 	cancelled bool
 }
@@ -78,15 +83,24 @@ func (e *Early) Status(blen int) Status {
 }
 
 // SendEarly sends buf as Isend would when the send completes as it starts (to
-// ProcNull, or as a copy for a rank of this proc: small and standard while the pool
-// has room, or buffered), keeping in e what Cancel needs. It reports false, having
-// sent nothing, when the send needs a request; a buffered send's error is returned.
+// ProcNull, or for a rank of this proc: into a free slot of its mailbox, else as a
+// copy, small and standard while the pool has room, or buffered), keeping in e what
+// Cancel needs. Unlike a blocking send it never waits for a slot. It reports false,
+// having sent nothing, when the send needs a request; a buffered send's error is
+// returned.
 func (c *Comm) SendEarly(me int, buf []byte, dest, tag int, mode Mode, e *Early) (bool, error) {
 	if dest == ProcNull {
 		return true, nil
 	}
-	if c.Peers[dest].peer != nil {
+	to := c.Peers[dest]
+	if to.peer != nil {
 		return false, nil
+	}
+	if mode == Standard || mode == Ready {
+		if t, ok := to.deposit(buf, key{c.Ctx, int32(me), int32(tag)}, false); ok {
+			e.ticket = t
+			return true, nil
+		}
 	}
 	m, gen, err := c.sendCopy(me, buf, dest, tag, mode, true)
 	if m == nil {
@@ -110,12 +124,19 @@ func (c *Comm) RecvEarly(me int, buf []byte, src, tag int, e *Early) *Request {
 	return nil
 }
 
-// CancelEarly withdraws the copy that early send e left for rank dest while no
-// receive has taken it, and then marks e cancelled.
-func (c *Comm) CancelEarly(dest int, e *Early) {
-	if e.sent != nil && withdrawCopy(e.sent, e.gen, c.Peers[dest]) {
-		e.cancelled = true
+// CancelEarly withdraws what early send e of rank me, with tag, left for rank dest
+// while no receive has taken it, and then marks e cancelled.
+func (c *Comm) CancelEarly(me, dest, tag int, e *Early) {
+	ep := c.Peers[dest]
+	switch {
+	case e.ticket != 0:
+		ep.mu.Lock()
+		e.cancelled = ep.withdrawSlot(key{c.Ctx, int32(me), int32(tag)}, e.ticket)
+		ep.mu.Unlock()
+	case e.sent != nil:
+		e.cancelled = withdrawCopy(e.sent, e.gen, ep)
 	}
+	e.ticket, e.sent = 0, nil // a second Cancel finds nothing to withdraw
 }
 
 // withdrawCopy takes incarnation gen of the eager or buffered copy m back from its

@@ -48,6 +48,7 @@ const (
 	cancelled                     // withdrawn by Cancel
 	cancellable                   // an eager copy that an Isend may still withdraw
 	dropped                       // a remote eager message whose payload the pool had no room for
+	unringed                      // an eager copy of a message that left a mailbox's ring; seq is its ticket
 )
 
 // key is a message envelope: communicator context, source rank in it, and tag.
