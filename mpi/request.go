@@ -500,10 +500,13 @@ func waitAny(reqs []*Request, idx []int) (int, error) {
 	ep := reqs[idx[0]].c.self()
 	if colls == 0 {
 		prs := make([]*p2p.Request, len(idx))
+		polls := false // spin only if a rank may complete one: see p2p.Comm.DaemonOnly
 		for k, i := range idx {
-			prs[k] = reqs[i].r
+			r := reqs[i]
+			prs[k] = r.r
+			polls = polls || !r.c.core.DaemonOnly(int(r.peer))
 		}
-		k, err := ep.WaitAny(prs)
+		k, err := ep.WaitAny(prs, polls)
 		if err != nil {
 			k = 0
 		}

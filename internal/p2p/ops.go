@@ -260,7 +260,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 	switch {
 	case ok:
 		return nil
-	case r != nil && c.daemonOnly(src):
+	case r != nil && c.DaemonOnly(src):
 		err = ep.parkFor(r, tagsOf(tag))
 	case r != nil: // posted, or a message still at its sender's proc claimed
 		err = ep.wait(r, tagsOf(tag))
@@ -418,15 +418,15 @@ func (ep *Endpoint) wait(r *Request, tags uint64) error {
 }
 
 // WaitWith is Wait for a request whose messages come from, or go to, rank peer of c:
-// without a spin when only a receive daemon can complete it (see daemonOnly).
+// without a spin when only a receive daemon can complete it (see DaemonOnly).
 func (c *Comm) WaitWith(me int, r *Request, peer int) error {
-	if c.daemonOnly(peer) {
+	if c.DaemonOnly(peer) {
 		return c.Peers[me].parkFor(r, allTags)
 	}
 	return c.Peers[me].Wait(r)
 }
 
-// daemonOnly reports whether what rank src of c sends reaches a rank of c only through
+// DaemonOnly reports whether what rank src of c sends reaches a rank of c only through
 // a receive daemon: src is a rank of another proc, and this proc has no rings, which
 // a waiting rank would poll itself (spinFor). A rank waiting for such a message (or a
 // send waiting for src's answer) parks at once (parkFor): the daemon that will
@@ -434,7 +434,7 @@ func (c *Comm) WaitWith(me int, r *Request, peer int) error {
 // it needs (2 procs of one rank
 // on 2 CPUs over TCP, 8-byte ping-pong: 5.38-5.44 µs instead of 5.81-6.10 while the
 // VM's CPUs share a cache, Open MPI 5.32-5.52; 7.0-7.4 either way while they do not).
-func (c *Comm) daemonOnly(src int) bool {
+func (c *Comm) DaemonOnly(src int) bool {
 	if src < 0 || c.Peers[src].peer == nil { // AnySource, ProcNull, or a rank of this proc
 		return false
 	}
@@ -443,7 +443,7 @@ func (c *Comm) daemonOnly(src int) bool {
 }
 
 // parkFor is Wait without a spin, and without a say in the spin budget of the
-// rank's other waits (see daemonOnly).
+// rank's other waits (see DaemonOnly).
 func (ep *Endpoint) parkFor(r *Request, tags uint64) error {
 	if r.Done() || ep.park([]*Request{r}, tags) || r.Done() {
 		return r.err
@@ -491,8 +491,10 @@ func abandon(r *Request) error {
 	return r.err
 }
 
-// WaitAny blocks a rank of ep until one of rs completes and returns its index.
-func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
+// WaitAny blocks a rank of ep until one of rs completes and returns its index. It
+// spins first if polls, else parks at once (when only receive daemons can complete
+// rs: see DaemonOnly).
+func (ep *Endpoint) WaitAny(rs []*Request, polls bool) (int, error) {
 	done := func() int {
 		for i, r := range rs {
 			if r.Done() {
@@ -504,12 +506,19 @@ func (ep *Endpoint) WaitAny(rs []*Request) (int, error) {
 	if i := done(); i >= 0 {
 		return i, nil
 	}
-	ok, start := ep.spinFor(func() bool { ep.Progress(); return done() >= 0 })
-	if ok {
-		return done(), nil
+	var (
+		ok    bool
+		start int64
+	)
+	if polls {
+		if ok, start = ep.spinFor(func() bool { ep.Progress(); return done() >= 0 }); ok {
+			return done(), nil
+		}
 	}
 	ok = ep.park(rs, allTags)
-	ep.settle(time.Duration(spin.Now() - start))
+	if polls {
+		ep.settle(time.Duration(spin.Now() - start))
+	}
 	if ok {
 		return done(), nil
 	}

@@ -721,8 +721,8 @@ func TestDaemonOnly(t *testing.T) {
 		{ringPoller(false), 2, true}, {ringPoller(true), 2, false}, {ringPoller(true), 1, false},
 	} {
 		c.World.poller = tc.poller
-		if got := c.daemonOnly(tc.src); got != tc.want {
-			t.Errorf("poller %v, source %d: daemonOnly %v, want %v", tc.poller, tc.src, got, tc.want)
+		if got := c.DaemonOnly(tc.src); got != tc.want {
+			t.Errorf("poller %v, source %d: DaemonOnly %v, want %v", tc.poller, tc.src, got, tc.want)
 		}
 	}
 }
@@ -742,7 +742,7 @@ func TestWaitWithRemote(t *testing.T) {
 	buf := make([]byte, 100)
 	r := NewRequest()
 	c0.Irecv(0, buf, 1, 5, r)
-	if !c0.daemonOnly(1) {
+	if !c0.DaemonOnly(1) {
 		t.Fatal("a receive from another proc over sockets is not left to the daemon")
 	}
 	if err := c0.WaitWith(0, r, 1); err != nil {
@@ -758,5 +758,38 @@ func TestWaitWithRemote(t *testing.T) {
 	c0.Irecv(0, buf, ProcNull, 5, null)
 	if err := c0.WaitWith(0, null, ProcNull); err != nil || !null.Done() {
 		t.Fatalf("a receive from ProcNull: %v, done %v", err, null.Done())
+	}
+}
+
+// TestWaitAnyRemote: WaitAny over receives from another proc parks at once when
+// told not to poll (only the receive daemon completes them) and returns the one
+// the daemon completed.
+func TestWaitAnyRemote(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	c0, c1 := j.comm(0), j.comm(1)
+	want := fill(100, 4)
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // the receiver parks first
+		done <- c1.Send(1, want, 0, 6, Standard)
+	}()
+	bufs := [][]byte{make([]byte, 100), make([]byte, 100)}
+	rs := []*Request{NewRequest(), NewRequest()}
+	c0.Irecv(0, bufs[0], 1, 5, rs[0])
+	c0.Irecv(0, bufs[1], 1, 6, rs[1])
+	i, err := c0.Peers[0].WaitAny(rs, false)
+	if err != nil || i != 1 {
+		t.Fatalf("WaitAny: %d, %v; want 1", i, err)
+	}
+	if st, _ := rs[1].Result(); st.Source != 1 || st.Tag != 6 || !bytes.Equal(bufs[1], want) || rs[0].Done() {
+		t.Fatalf("received %+v, data equal %v, other receive done %v", st, bytes.Equal(bufs[1], want), rs[0].Done())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	Cancel(rs[0])
+	if err := c0.Peers[0].Wait(rs[0]); err != nil || rs[0].flags&cancelled == 0 {
+		t.Fatalf("cancelled receive: %v", err)
 	}
 }
