@@ -334,6 +334,16 @@ func (d *Device) Flush(proc int, ch Channel) error {
 	return d.peer(proc).links[ch].flush()
 }
 
+// Rings reports whether messages to proc on ch now go through a shared-memory
+// ring, where a write costs no system call.
+func (d *Device) Rings(proc int, ch Channel) bool {
+	if proc < 0 || proc >= d.cfg.Procs || proc == d.cfg.Self || (ch != ChannelP2P && ch != ChannelColl) {
+		return false
+	}
+	c := d.peer(proc).links[ch].c.Load()
+	return c != nil && c.shm != nil
+}
+
 // Post sends what Send would, without ever waiting: it is for handlers, which
 // must not block. A small message (payload up to 4 KiB) on a connected link with
 // nothing queued is written at once with a non-blocking write, whatever the

@@ -389,6 +389,14 @@ func testDelivery(t *testing.T, tweak func(int, *Config, *tproc), wantShm bool) 
 		if p.dev.Polls() != wantShm {
 			t.Errorf("proc %d: Polls %v with rings %v", dst, p.dev.Polls(), wantShm)
 		}
+		for to := -1; to <= n; to++ { // itself and procs out of range have no rings
+			for _, ch := range []Channel{ChannelP2P, ChannelColl, 7} {
+				want := wantShm && to >= 0 && to < n && to != dst && ch != 7
+				if got := p.dev.Rings(to, ch); got != want {
+					t.Errorf("proc %d: Rings(%d, %v) %v, want %v", dst, to, ch, got, want)
+				}
+			}
+		}
 		for src := range ps {
 			if src != dst && len(p.dev.connsTo(src)) == 0 {
 				t.Errorf("proc %d has no connection to %d", dst, src)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/weft-mpi/weft/internal/netd"
 	"github.com/weft-mpi/weft/internal/netd/auth"
 	"github.com/weft-mpi/weft/internal/netd/wire"
+	"github.com/weft-mpi/weft/internal/spin"
 	"github.com/weft-mpi/weft/internal/topo"
 )
 
@@ -791,5 +793,56 @@ func TestWaitAnyRemote(t *testing.T) {
 	Cancel(rs[0])
 	if err := c0.Peers[0].Wait(rs[0]); err != nil || rs[0].flags&cancelled == 0 {
 		t.Fatalf("cancelled receive: %v", err)
+	}
+}
+
+// queueNet is a Net that records, for each Queue, whether the send was to be
+// written at once, and says whether its links are rings.
+type queueNet struct {
+	rings bool
+	now   []bool
+}
+
+func (q *queueNet) Send(int, netd.Channel, *wire.Header, []byte) error        { return nil }
+func (q *queueNet) Post(int, netd.Channel, *wire.Header, []byte, func(error)) {}
+func (q *queueNet) Flush(int, netd.Channel) error                             { return nil }
+func (q *queueNet) Rings(int, netd.Channel) bool                              { return q.rings }
+func (q *queueNet) Queue(_ int, _ netd.Channel, _ *wire.Header, _ []byte, now bool, ordered func()) error {
+	q.now = append(q.now, now)
+	ordered()
+	return nil
+}
+
+// TestExchangeWritesAtOnce: a send soon after the last write to a proc is left to
+// the send daemon (streaming), unless the proc sent us a message since and the link
+// is a ring: then it is an exchange, and the send writes at once, once.
+func TestExchangeWritesAtOnce(t *testing.T) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	for _, rings := range []bool{false, true} {
+		wd, err := NewJobWorld(l, 0, testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := &queueNet{rings: rings}
+		wd.Connect(q)
+		p := wd.peers[1]
+		send := func(answered bool) {
+			t.Helper()
+			if answered {
+				if err := wd.Handle(1, &wire.Header{Kind: wire.Ack}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.wrote.Store(spin.Now() + int64(time.Hour)) // a write just now, whatever the clock does
+			if _, err := p.send(&wire.Header{Kind: wire.Eager}, NewRequest(), nil, &p.held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send(false)
+		send(true)
+		send(false)
+		if want := []bool{false, rings, false}; !slices.Equal(q.now, want) {
+			t.Errorf("rings %v: sends written at once %v, want %v", rings, q.now, want)
+		}
 	}
 }
