@@ -129,8 +129,8 @@ func (l *link) queueMsg(h *wire.Header, payload []byte, now bool, ordered func()
 		// Nobody writes: we are next after what is queued now, and whoever
 		// comes after ordered queues behind us.
 		batch := l.takeQueue()
-		ordered()
 		h.Put(l.hdr[:])
+		ordered()
 		err := l.writeBatch(batch, l.hdr[:], payload)
 		l.turn()
 		return err

@@ -304,9 +304,10 @@ func (d *Device) Send(proc int, ch Channel, h *wire.Header, payload []byte) erro
 // daemon, which runs when the caller's processor is free: a sender streaming
 // small messages so has them go out together.
 //
-// ordered is called once the message has its place in the link's order, before
-// any write: the caller numbers its messages under a lock and releases it there,
-// so that no sender waits for another's syscall. payload must stay unchanged
+// ordered is called once the message has its place in the link's order and h has
+// been copied, before any write: the caller numbers its messages under a lock and
+// releases it there, so that no sender waits for another's syscall (and may keep
+// h under that lock). payload must stay unchanged
 // until it is written or the link fails: Queue is for data the caller keeps
 // anyway (an eager copy held until the peer acknowledges it). A write error
 // loses the link, as with Send, and is returned to the writer.

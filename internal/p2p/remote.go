@@ -45,9 +45,10 @@ type peer struct {
 	wd   *World
 	proc int
 
-	sendMu   sync.Mutex // orders sequence numbers as they go on the wire
-	seq      uint64     // Eager and RTS messages sent to it; each one's SendReq
-	unlockMu func()     // sendMu.Unlock, made once: a method value per send would allocate
+	sendMu   sync.Mutex  // orders sequence numbers as they go on the wire
+	seq      uint64      // Eager and RTS messages sent to it; each one's SendReq
+	hdr      wire.Header // the header being sent, under sendMu: the Net copies it before it lets go of sendMu
+	unlockMu func()      // sendMu.Unlock, made once: a method value per send would allocate
 
 	wrote    atomic.Int64 // when (spin.Now) a send to it last wrote its message itself
 	deferred atomic.Bool  // messages to it wait for the send daemon (see send)
@@ -185,7 +186,8 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	p.sendMu.Lock()
 	p.seq++
 	seq := p.seq
-	h.Seq, h.SendReq = seq, seq
+	p.hdr = *h
+	p.hdr.Seq, p.hdr.SendReq = seq, seq
 	m.rid = seq
 	p.mu.Lock()
 	if p.lost.Load() {
@@ -199,17 +201,22 @@ func (p *peer) send(h *wire.Header, m *Request, payload []byte, held *list) (uin
 	} else {
 		p.sends[seq] = m
 	}
-	h.RecvReq = p.ackRiding()
+	p.hdr.RecvReq = p.ackRiding()
 	p.mu.Unlock()
-	t := spin.Now()
-	streaming := t-p.wrote.Load() < int64(streamGap) && !p.exchanging()
-	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, h, payload, !streaming, p.unlockMu)
+	// An exchange writes at once without reading the clock (tens of nanoseconds
+	// here, twice): a stream that follows finds the last write long ago and writes
+	// its first message at once too.
+	exchange := p.exchanging()
+	streaming := !exchange && spin.Now()-p.wrote.Load() < int64(streamGap)
+	err := p.wd.net.Queue(p.proc, netd.ChannelP2P, &p.hdr, payload, !streaming, p.unlockMu)
 	if streaming {
 		if !p.deferred.Swap(true) {
 			p.wd.deferred.Add(1)
 		}
 	} else {
-		p.wrote.Store(spin.Now())
+		if !exchange {
+			p.wrote.Store(spin.Now())
+		}
 		if p.answered.Load() {
 			p.answered.Store(false)
 		}
