@@ -729,18 +729,26 @@ func TestDaemonOnly(t *testing.T) {
 	}
 }
 
+// lateSend makes a job of two procs of one rank each, whose proc 1 sends data to
+// proc 0 with tag after 10 ms (its receiver parks first); it returns proc 0's
+// communicator and the send's outcome to come.
+func lateSend(t *testing.T, data []byte, tag int) (*Comm, <-chan error) {
+	l, _ := topo.Uneven([][]int{{1, 1}})
+	j := newJob(t, l, testConfig())
+	c1 := j.comm(1)
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		done <- c1.Send(1, data, 0, tag, Standard)
+	}()
+	return j.comm(0), done
+}
+
 // TestWaitWithRemote: a nonblocking receive from another proc, and one from
 // ProcNull, complete through WaitWith, which parks for the first (no rings).
 func TestWaitWithRemote(t *testing.T) {
-	l, _ := topo.Uneven([][]int{{1, 1}})
-	j := newJob(t, l, testConfig())
-	c0, c1 := j.comm(0), j.comm(1)
 	want := fill(100, 3)
-	done := make(chan error, 1)
-	go func() {
-		time.Sleep(10 * time.Millisecond) // the receiver parks first
-		done <- c1.Send(1, want, 0, 5, Standard)
-	}()
+	c0, done := lateSend(t, want, 5)
 	buf := make([]byte, 100)
 	r := NewRequest()
 	c0.Irecv(0, buf, 1, 5, r)
@@ -767,15 +775,8 @@ func TestWaitWithRemote(t *testing.T) {
 // told not to poll (only the receive daemon completes them) and returns the one
 // the daemon completed.
 func TestWaitAnyRemote(t *testing.T) {
-	l, _ := topo.Uneven([][]int{{1, 1}})
-	j := newJob(t, l, testConfig())
-	c0, c1 := j.comm(0), j.comm(1)
 	want := fill(100, 4)
-	done := make(chan error, 1)
-	go func() {
-		time.Sleep(10 * time.Millisecond) // the receiver parks first
-		done <- c1.Send(1, want, 0, 6, Standard)
-	}()
+	c0, done := lateSend(t, want, 6)
 	bufs := [][]byte{make([]byte, 100), make([]byte, 100)}
 	rs := []*Request{NewRequest(), NewRequest()}
 	c0.Irecv(0, bufs[0], 1, 5, rs[0])
