@@ -249,15 +249,16 @@ type episode struct {
 	// The first two lines are what every rank reads, written by the maker before
 	// it publishes the episode and then only once (start, fault, buf, slab): apart
 	// from arrived, which every rank writes, so that no arrival takes them away.
-	seq   uint64
-	kind  kind
-	small bool // see slab
-	owned bool // Bcast: buf is the episode's copy, which no early exit gives back
-	root  int  // Bcast, Reduce
-	elem  int  // element size in bytes (Bcast, Reduce, Allreduce)
-	fn    func(in, inout []byte)
-	fault atomic.Pointer[errs.Error]
-	start gate // Bcast: the root's buffer is published; reductions: every rank has arrived
+	seq    uint64
+	kind   kind
+	small  bool  // see slab
+	owned  bool  // Bcast: buf is the episode's copy, which no early exit gives back
+	root   int32 // Bcast, Reduce
+	elem   int32 // element size in bytes (Bcast, Reduce, Allreduce)
+	fn     func(in, inout []byte)
+	fault  atomic.Pointer[errs.Error]
+	start  gate    // Bcast: the root's buffer is published; reductions: every rank has arrived
+	inline [8]byte // a small Bcast's or Scatter's copy of the root's buffer (see rootCopy)
 
 	buf []byte // Bcast: the root's buffer; a small Scatter(v): its copy of its send buffer
 
@@ -358,7 +359,7 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		if fresh == nil {
 			fresh = c.reuse(s)
 			mem, x, groups := fresh.mem, fresh.x.Load(), fresh.groups
-			*fresh = episode{seq: s, kind: k, root: root, elem: elem, fn: fn, mem: mem}
+			*fresh = episode{seq: s, kind: k, root: int32(root), elem: int32(elem), fn: fn, mem: mem}
 			if x != nil && x.copies != nil { // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
@@ -401,6 +402,18 @@ func (c *Comm) reuse(s uint64) *episode {
 		spare.CompareAndSwap(nil, e)
 	}
 	return new(episode)
+}
+
+// rootCopy returns n bytes of the episode's own memory for a copy of the root's
+// buffer (a small Bcast's or Scatter's), which only the root writes, before it
+// publishes the episode: in the episode's first line when they fit, which every
+// rank reads anyway (4 ranks' Bcast of one double: one line fewer to move from
+// the root's core to each of the others'), else in mem.
+func (e *episode) rootCopy(n int) []byte {
+	if n <= len(e.inline) {
+		return e.inline[:n]
+	}
+	return e.own(n)
 }
 
 // own returns n bytes of the episode's own memory, kept when it is reused.
@@ -464,9 +477,9 @@ func (c *Comm) check(e *episode, rank int, k kind, root, elem int) {
 		e.fail(errs.New(errs.Arg, k.String(), rank,
 			"collective call %d on this communicator is %v here but %v on another rank: every rank must call the same collectives in the same order",
 			e.seq+1, k, e.kind))
-	case e.root != root:
+	case int(e.root) != root:
 		e.fail(errs.New(errs.Root, k.String(), rank, "root %d here but root %d on another rank", root, e.root))
-	case e.elem != elem:
+	case int(e.elem) != elem:
 		e.fail(errs.New(errs.Count, k.String(), rank, "elements of %d bytes here but of %d bytes on another rank", elem, e.elem))
 	}
 }
@@ -671,7 +684,7 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	n := int64(c.n)
 	if rank == root {
 		if eager {
-			own := e.own(len(buf))
+			own := e.rootCopy(len(buf))
 			copy(own, buf)
 			buf = own
 		}

@@ -335,7 +335,7 @@ func (c *Comm) gatherSmall(e *episode, rank, root int, p Part) error {
 		return c.outcome(e, rank, ok)
 	}
 	if bad, got := e.misfit(p.RecvBlock); bad >= 0 {
-		e.fail(mismatch(gather, e.elem, bad, root, got, p.RecvBlock))
+		e.fail(mismatch(gather, int(e.elem), bad, root, got, p.RecvBlock))
 		return c.outcome(e, rank, true)
 	}
 	w := e.width
@@ -412,7 +412,7 @@ func (c *Comm) gathervSmall(e *episode, x *exchange, rank, root int, p Part) err
 		return x.copies[j]
 	}
 	for j := range c.n {
-		if f := mismatch(gatherv, e.elem, j, root, len(block(j)), p.recvCount(j)); f != nil {
+		if f := mismatch(gatherv, int(e.elem), j, root, len(block(j)), p.recvCount(j)); f != nil {
 			e.fail(f)
 			return c.outcome(e, rank, true)
 		}
@@ -430,7 +430,7 @@ func (c *Comm) gathervSmall(e *episode, x *exchange, rank, root int, p Part) err
 // its block out. Nobody but the root publishes anything.
 func (c *Comm) scatterSmall(e *episode, k kind, rank, root, elem int, p Part) error {
 	if rank == root {
-		own := e.own(len(p.Send))
+		own := e.rootCopy(len(p.Send))
 		copy(own, p.Send)
 		e.buf, e.width, e.counts, e.displs = own, p.SendBlock, p.SendCounts, p.SendDispls
 		e.start.release()

@@ -108,7 +108,7 @@ func (c *Comm) plan(e *episode) {
 		return
 	}
 	defer e.exit()
-	ref, who := e.root, "the root"
+	ref, who := int(e.root), "the root"
 	if e.kind == allreduce {
 		ref, who = 0, "rank 0"
 	}
@@ -116,15 +116,15 @@ func (c *Comm) plan(e *episode) {
 	for r := range c.ranks {
 		if got := c.ranks[r].len; got != want {
 			e.fail(&errs.Error{Class: errs.Count, Op: e.kind.String(), Peer: r, Tag: errs.None,
-				Detail: lengths(who, want, r, got, e.elem)})
+				Detail: lengths(who, want, r, got, int(e.elem))})
 			return
 		}
 	}
-	e.target = e.root
+	e.target = int(e.root)
 	if e.kind == allreduce {
 		e.target = c.n - 1
 	}
-	e.chunk = Piece(e.elem)
+	e.chunk = Piece(int(e.elem))
 	e.chunks = (want + e.chunk - 1) / e.chunk
 	e.left.Store(int64(e.chunks))
 	if e.chunks == 0 {
@@ -267,7 +267,7 @@ func (e *episode) misfit(want int) (rank, got int) {
 func (c *Comm) foldSmall(e *episode, root int, send, recv []byte) (err *errs.Error) {
 	if bad, got := e.misfit(len(send)); bad >= 0 {
 		return &errs.Error{Class: errs.Count, Op: "Reduce", Peer: bad, Tag: errs.None,
-			Detail: lengths("the root", len(send), bad, got, e.elem)}
+			Detail: lengths("the root", len(send), bad, got, int(e.elem))}
 	}
 	defer func() {
 		if p := recover(); p != nil {
