@@ -273,7 +273,7 @@ type episode struct {
 	x     atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers
 
 	arrived atomic.Int64 // ranks that have joined; every rank adds one exactly once
-	_       [56]byte
+	near    [56]byte     // a small slab, in the line its writers then arrive in (see slabOf)
 
 	done  gate // the episode is over for every rank still waiting in it
 	maker int
@@ -369,7 +369,7 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 				fresh.groups = c.arrange(groups)
 			}
 			if width >= 0 {
-				fresh.small, fresh.slab, fresh.width, fresh.maker = true, fresh.own(c.n*width), width, rank
+				fresh.small, fresh.slab, fresh.width, fresh.maker = true, fresh.slabOf(c.n*width), width, rank
 			}
 		}
 		if slot.CompareAndSwap(e, fresh) {
@@ -412,6 +412,16 @@ func (c *Comm) reuse(s uint64) *episode {
 func (e *episode) rootCopy(n int) []byte {
 	if n <= len(e.inline) {
 		return e.inline[:n]
+	}
+	return e.own(n)
+}
+
+// slabOf returns n bytes of the episode's own memory for its slab: beside arrived
+// when they fit, since every rank that writes its piece then arrives, and whoever
+// reads the pieces has arrived first, so that the pieces move with that line.
+func (e *episode) slabOf(n int) []byte {
+	if n <= len(e.near) {
+		return e.near[:n]
 	}
 	return e.own(n)
 }
