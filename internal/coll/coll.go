@@ -79,7 +79,7 @@ func (j *Job) Abort() {
 		}
 		// An episode that has left the ring was joined by every rank: it ends on its own.
 		for i := range c.ring {
-			if e := c.ring[i].Load(); e != nil {
+			if e := c.ring[i].p.Load(); e != nil {
 				e.fail(abortFault)
 			}
 		}
@@ -108,7 +108,7 @@ type Comm struct {
 	groups   int           // Barrier: how many groups the ranks arrive in (0: one counter)
 	leadSpin time.Duration // Barrier: how long a group's leader polls before it parks
 	job      *Job
-	ring     [ringSize]atomic.Pointer[episode]
+	ring     [ringSize]ringSlot
 	spare    [ringSize]atomic.Pointer[episode] // what each slot held a lap before (see reuse)
 	ranks    []rankState
 
@@ -118,6 +118,16 @@ type Comm struct {
 
 	floor atomic.Uint64 // every rank has joined the episodes below it (a lower bound)
 	stall stall         // ranks waiting for a slot of the ring to come free
+}
+
+// ringSlot holds the episode of one slot of a communicator's ring, on a line of its
+// own: with eight slots to a line, a root running ahead made episodes in the slots
+// beside the one its followers were reading, and took the line from them at every
+// call (2 ranks' 8-byte Bcast, same root: 0.52 against 0.63 µs; 4 KiB of ring per
+// communicator instead of 512 bytes).
+type ringSlot struct {
+	p atomic.Pointer[episode]
+	_ [56]byte
 }
 
 // stall is where ranks that ran a lap of the ring ahead wait for the others to
@@ -345,7 +355,7 @@ func (g *gate) park() {
 func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte), width int) *episode {
 	st := &c.ranks[rank]
 	s := st.seq.Load()
-	slot := &c.ring[s%ringSize]
+	slot := &c.ring[s%ringSize].p
 	var fresh *episode
 	e := slot.Load()
 	// e is this rank's episode, or an earlier one (or none) to replace once every

@@ -284,7 +284,7 @@ func TestScanSmallOddPiece(t *testing.T) {
 	seq := c.ranks[1].seq.Load()
 	wg.Go(func() { outcomes[1] = scan(1, 4) })
 	joinedBy(c, 1, seq)
-	e := c.ring[seq%ringSize].Load()
+	e := c.ring[seq%ringSize].p.Load()
 	wg.Go(func() { outcomes[3] = scan(3, 8) })
 	for e.odd.Load() == nil {
 		time.Sleep(time.Millisecond)
