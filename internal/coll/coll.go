@@ -282,8 +282,8 @@ type episode struct {
 	width int
 	x     atomic.Pointer[exchange] // gather.go's collectives: every rank's buffers
 
-	arrived atomic.Int64 // ranks that have joined; every rank adds one exactly once
-	near    [56]byte     // a small slab, in the line its writers then arrive in (see slabOf)
+	arrived atomic.Int64    // ranks that have joined; every rank adds one exactly once
+	near    [nearBytes]byte // a small slab, in the line its writers then arrive in (see slabOf)
 
 	done  gate // the episode is over for every rank still waiting in it
 	maker int
@@ -425,6 +425,9 @@ func (e *episode) rootCopy(n int) []byte {
 	}
 	return e.own(n)
 }
+
+// nearBytes is the room for a slab in the line of the arrivals' count.
+const nearBytes = 56
 
 // slabOf returns n bytes of the episode's own memory for its slab: beside arrived
 // when they fit, since every rank that writes its piece then arrives, and whoever

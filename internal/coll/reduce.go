@@ -62,7 +62,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		return nil
 	}
 	width := -1
-	if k == reduce && len(send) <= reduceEager {
+	if k == reduce && len(send) <= reduceEager || k == allreduce && c.spin > 0 && c.n*len(send) <= nearBytes {
 		width = len(send)
 	}
 	e := c.join(rank, k, root, elem, fn, width)
@@ -70,6 +70,9 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		return ErrAborted
 	}
 	c.check(e, rank, k, root, elem)
+	if e.small && k == allreduce {
+		return c.allreduceSmall(e, rank, send, recv)
+	}
 	if e.small {
 		return c.reduceSmall(e, rank, root, send, recv)
 	}
@@ -217,6 +220,31 @@ func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error 
 	return c.outcome(e, rank, ok)
 }
 
+// allreduceSmall is the part of a rank in an Allreduce whose slab fits the line of
+// the arrivals (see slabOf), on a communicator whose ranks have a processor each
+// (spin): every rank copies its contribution into its piece, arrives, waits for
+// every other, and folds the pieces into its recv in rank order, as a small
+// Reduce's root does. Every rank computes the same fold, from the one line that
+// the arrivals moved, and nobody touches another's buffers or waits for another to
+// leave: 2 ranks' Allreduce of one double took 386 against 504 ns (the last to
+// arrive read both send buffers, wrote both receive buffers and opened a gate for
+// the other, each a line to move between the cores). With more ranks than
+// processors the n folds cost more than the lines save (4 ranks on 2: 656
+// against 568 ns).
+func (c *Comm) allreduceSmall(e *episode, rank int, send, recv []byte) error {
+	if e.fault.Load() != nil { // a check failed: every gate is open
+		return c.outcome(e, rank, true)
+	}
+	c.leaveSlab(e, rank, send)
+	if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
+		return c.outcome(e, rank, ok)
+	}
+	if err := c.foldSmall(e, rank, send, recv); err != nil {
+		e.fail(err)
+	}
+	return c.outcome(e, rank, true)
+}
+
 // leaveSlab puts a rank's piece into the slab of e and arrives: the last to arrive
 // opens start.
 func (c *Comm) leaveSlab(e *episode, rank int, piece []byte) {
@@ -263,25 +291,46 @@ func (e *episode) misfit(want int) (rank, got int) {
 	return -1, 0
 }
 
-// foldSmall computes a small Reduce's result at its root, once every rank arrived.
-func (c *Comm) foldSmall(e *episode, root int, send, recv []byte) (err *errs.Error) {
-	if bad, got := e.misfit(len(send)); bad >= 0 {
-		return &errs.Error{Class: errs.Count, Op: "Reduce", Peer: bad, Tag: errs.None,
-			Detail: lengths("the root", len(send), bad, got, int(e.elem))}
+// foldSmall computes, once every rank arrived, a small Reduce's result at its root
+// (rank), or a small Allreduce's at any rank, from every rank's piece in the slab.
+func (c *Comm) foldSmall(e *episode, rank int, send, recv []byte) (err *errs.Error) {
+	if e.kind == allreduce {
+		// Every rank names the same two, and rather a rank that differs from rank 0.
+		switch odd := e.odd.Load(); {
+		case odd != nil && odd[0] == 0:
+			return mismatchOf(e, 0, odd[1], e.maker, e.width)
+		case odd != nil:
+			return mismatchOf(e, e.maker, e.width, odd[0], odd[1])
+		}
+	} else if bad, got := e.misfit(len(send)); bad >= 0 {
+		return mismatchOf(e, rank, len(send), bad, got)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = opPanic("Reduce", p)
+			err = opPanic(e.kind.String(), p)
 		}
 	}()
 	w := e.width
-	copy(e.slab[root*w:], send) // the root's piece of the slab is free, and recv may be send
+	if e.kind == reduce {
+		copy(e.slab[rank*w:], send) // the root's piece of the slab is free, and recv may be send
+	}
 	acc := recv[:w]
 	copy(acc, e.slab[(c.n-1)*w:])
 	for r := c.n - 2; r >= 0; r-- {
 		e.fn(e.slab[r*w:(r+1)*w], acc)
 	}
 	return nil
+}
+
+// mismatchOf is the fault of a small reduction whose rank bad has a piece of got
+// bytes where rank has one of want (the root, for a Reduce).
+func mismatchOf(e *episode, rank, want, bad, got int) *errs.Error {
+	who := fmt.Sprintf("rank %d", rank)
+	if e.kind == reduce {
+		who = "the root"
+	}
+	return &errs.Error{Class: errs.Count, Op: e.kind.String(), Peer: bad, Tag: errs.None,
+		Detail: lengths(who, want, bad, got, int(e.elem))}
 }
 
 // opPanic is the fault of a reduction whose function panicked.

@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -405,4 +406,70 @@ func TestSmallExchangeStress(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// allreduceAll runs an Allreduce on c's n ranks, rank r contributing send(r), and
+// returns every rank's recv and error, and whether the episode was a small one.
+func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []error, bool) {
+	n := c.Size()
+	recvs, errs := make([][]byte, n), make([]error, n)
+	seq := c.ranks[0].seq.Load()
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			s := send(r)
+			recvs[r] = make([]byte, len(s))
+			if inPlace {
+				copy(recvs[r], s)
+				s = recvs[r]
+			}
+			errs[r] = c.Allreduce(r, s, recvs[r], 4, matmul)
+		})
+	}
+	wg.Wait()
+	return recvs, errs, c.ring[seq%ringSize].p.Load().small
+}
+
+// TestAllreduceSmall: an Allreduce whose pieces fit the line of the arrivals, on
+// ranks that spin, gives every rank the fold in rank order, in place or not, as the
+// general path does just past that size; a rank whose length differs fails it on
+// every rank, and the communicator goes on working.
+func TestAllreduceSmall(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(nearBytes/4 + 1)) // a processor per rank
+	for _, n := range []int{2, 4, nearBytes / 4, nearBytes/4 + 1} {
+		c := New(NewJob(), n, 20*time.Microsecond)
+		for _, inPlace := range []bool{false, true} {
+			recvs, errs, small := allreduceAll(c, matrix, inPlace)
+			if small != (n*4 <= nearBytes) {
+				t.Fatalf("%d ranks: small %v", n, small)
+			}
+			for r := range n {
+				if errs[r] != nil || string(recvs[r]) != string(inOrder(n)) {
+					t.Fatalf("%d ranks, in place %v: rank %d got %v (%v), want %v", n, inPlace, r, recvs[r], errs[r], inOrder(n))
+				}
+			}
+		}
+		if n*4 > nearBytes {
+			continue
+		}
+		bad := n - 1
+		_, outcomes, _ := allreduceAll(c, func(r int) []byte {
+			if r == bad {
+				return make([]byte, 8)
+			}
+			return make([]byte, 4)
+		}, false)
+		for r, err := range outcomes {
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Class != errs.Count || (e.Peer != bad && r != bad) {
+				t.Errorf("%d ranks, rank %d's length differing: rank %d returned %v, want ErrCount naming it", n, bad, r, err)
+			}
+		}
+		recvs, again, _ := allreduceAll(c, matrix, false)
+		for r, err := range again {
+			if err != nil || string(recvs[r]) != string(inOrder(n)) {
+				t.Fatalf("%d ranks, after the error: rank %d got %v (%v)", n, r, recvs[r], err)
+			}
+		}
+	}
 }
