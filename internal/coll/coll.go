@@ -366,6 +366,15 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 				return nil
 			}
 		}
+		if fresh == nil && k == barrier && c.spin > 0 && s%uint64(c.n) != uint64(rank) {
+			// Ranks that spin arrive at a barrier together and each made the
+			// episode, all but one in vain (the zeroed lines, the lost swap): one
+			// rank in turn makes it, the others give it a quarter of the spin.
+			ours := func() bool { e = slot.Load(); return e != nil && e.seq == s }
+			if spin.Until(c.spin/4, ours) {
+				break
+			}
+		}
 		if fresh == nil {
 			fresh = c.reuse(s)
 			mem, x, groups := fresh.mem, fresh.x.Load(), fresh.groups
@@ -625,10 +634,13 @@ func (c *Comm) Barrier(rank int) error {
 	if c.groups > 0 {
 		return c.outcome(e, rank, c.lead(e, rank))
 	}
+	n := int64(c.n)
 	ok := true
-	if e.arrived.Add(1) == int64(c.n) {
+	switch {
+	case e.arrived.Add(1) == n:
 		e.done.release()
-	} else {
+	case c.spin > 0 && spin.Until(c.spin, func() bool { return e.arrived.Load() == n }):
+	default:
 		ok = c.wait(&e.done)
 	}
 	return c.outcome(e, rank, ok)

@@ -5,6 +5,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -145,43 +146,74 @@ func TestBarrierGroups(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("ranks=%d/groups=%d/lead=%v", tc.n, tc.groups, tc.lead), func(t *testing.T) {
 			j, c := grouped(tc.n, tc.groups, tc.lead)
-			var arrived atomic.Int64
-			fault := make(chan error, tc.n)
-			fail := func(err error) { fault <- err; j.Abort() } // the others leave at once
-			var wg sync.WaitGroup
-			for r := range tc.n {
-				wg.Go(func() {
-					for k := range 3 * ringSize {
-						arrived.Add(1)
-						if err := c.Barrier(r); err != nil {
-							fail(err)
-							return
-						}
-						if got, want := arrived.Load(), int64((k+1)*tc.n); got < want {
-							fail(fmt.Errorf("rank %d left barrier %d with %d arrivals, want %d", r, 2*k, got, want))
-							return
-						}
-						if err := c.Barrier(r); err != nil { // nobody arrives again before all checked
-							fail(err)
-							return
-						}
-					}
-				})
-			}
-			over := make(chan struct{})
-			go func() { wg.Wait(); close(over) }()
-			select {
-			case <-over:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the barriers hang")
-			}
-			close(fault)
-			for err := range fault {
-				if !errors.Is(err, ErrAborted) { // the first fault's echoes
-					t.Fatal(err)
+			barrierRounds(t, j, c, nil)
+		})
+	}
+}
+
+// TestBarrierMakers: ranks that spin leave the making of a Barrier's episode to
+// one of them in turn; when that one comes late (every third barrier), the others
+// make it themselves, and still no rank leaves before every rank has arrived.
+func TestBarrierMakers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3)) // a processor per rank: they spin
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("ranks=%d", n), func(t *testing.T) {
+			j := NewJob()
+			c := New(j, n, 20*time.Microsecond)
+			barrierRounds(t, j, c, func(r, k int) {
+				if k%3 == 0 && r == (2*k)%n { // the maker of the barrier to come
+					time.Sleep(50 * time.Microsecond)
+				}
+			})
+		})
+	}
+}
+
+// barrierRounds has the ranks of c pass barriers over six laps of the ring,
+// every other one checked: no rank may leave it before every rank has arrived.
+// Each rank calls before, if not nil, with its rank and the check's number, as it
+// arrives at a checked barrier. A fault aborts the job, so that the others leave.
+func barrierRounds(t *testing.T, j *Job, c *Comm, before func(r, k int)) {
+	t.Helper()
+	n := c.Size()
+	var arrived atomic.Int64
+	fault := make(chan error, n)
+	fail := func(err error) { fault <- err; j.Abort() } // the others leave at once
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			for k := range 3 * ringSize {
+				if before != nil {
+					before(r, k)
+				}
+				arrived.Add(1)
+				if err := c.Barrier(r); err != nil {
+					fail(err)
+					return
+				}
+				if got, want := arrived.Load(), int64((k+1)*n); got < want {
+					fail(fmt.Errorf("rank %d left barrier %d with %d arrivals, want %d", r, 2*k, got, want))
+					return
+				}
+				if err := c.Barrier(r); err != nil { // nobody arrives again before all checked
+					fail(err)
+					return
 				}
 			}
 		})
+	}
+	over := make(chan struct{})
+	go func() { wg.Wait(); close(over) }()
+	select {
+	case <-over:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the barriers hang")
+	}
+	close(fault)
+	for err := range fault {
+		if !errors.Is(err, ErrAborted) { // the first fault's echoes
+			t.Fatal(err)
+		}
 	}
 }
 
