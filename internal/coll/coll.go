@@ -240,6 +240,16 @@ const (
 	KindReduceScatter      = reduceScatter
 )
 
+// joint reports whether no rank leaves a collective of kind k before every rank
+// has arrived, so that the ranks arrive at each together.
+func (k kind) joint() bool {
+	switch k {
+	case barrier, allreduce, allgather, allgatherv, alltoall, alltoallv, reduceScatter, reduceScatterBlock:
+		return true
+	}
+	return false
+}
+
 func (k kind) String() string {
 	switch k {
 	case barrier:
@@ -366,10 +376,10 @@ func (c *Comm) join(rank int, k kind, root, elem int, fn func(in, inout []byte),
 				return nil
 			}
 		}
-		if fresh == nil && k == barrier && c.spin > 0 && s%uint64(c.n) != uint64(rank) {
-			// Ranks that spin arrive at a barrier together and each made the
-			// episode, all but one in vain (the zeroed lines, the lost swap): one
-			// rank in turn makes it, the others give it a quarter of the spin.
+		if fresh == nil && k.joint() && c.spin > 0 && s%uint64(c.n) != uint64(rank) {
+			// Ranks that spin arrive at a joint collective together and each made
+			// the episode, all but one in vain (the zeroed lines, the lost swap):
+			// one rank in turn makes it, the others give it a quarter of the spin.
 			ours := func() bool { e = slot.Load(); return e != nil && e.seq == s }
 			if spin.Until(c.spin/4, ours) {
 				break
