@@ -33,8 +33,10 @@ const (
 // ErrRequest error (MPI says it is erroneous), and Free lets the collective run to
 // its end unobserved.
 //
-// A Request is a small handle. The engine's request behind it (a few cache lines)
-// comes from a pool when the operation starts and goes back to it when Wait or Test
+// A Request is a small handle. An operation that completes as it starts (a small
+// Isend left at its receiver, an Irecv whose message had come) keeps its outcome in
+// the handle; otherwise the engine's request behind it (a few cache lines) comes
+// from a pool when the operation starts and goes back to it when Wait or Test
 // completes it, so that streams of nonblocking operations allocate only handles;
 // a persistent request keeps its engine request for its whole life.
 type Request struct {
