@@ -49,7 +49,9 @@ func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn func(in, inout [
 }
 
 // Allreduce is Reduce with the result in every rank's recv. Each rank's send and
-// recv may be the same slice (in place). Lengths are compared with rank 0's.
+// recv may be the same slice (in place). Lengths are compared with rank 0's (in a
+// small one on ranks that spin, with the first rank to arrive's: the fault names
+// two ranks whose lengths differ).
 func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte)) error {
 	return c.reduce(allreduce, rank, 0, send, recv, elem, fn)
 }
