@@ -613,6 +613,17 @@ func (c *Comm) await(g *gate, yield bool) bool {
 			return true
 		}
 	}
+	return c.parkOn(g)
+}
+
+// parkOn is await without its spin or yield: for a wait that spun already.
+func (c *Comm) parkOn(g *gate) bool {
+	if g.isOpen() {
+		return true
+	}
+	if c.job.aborted.Load() {
+		return false
+	}
 	g.park()
 	return true
 }
@@ -649,9 +660,10 @@ func (c *Comm) Barrier(rank int) error {
 	switch {
 	case e.arrived.Add(1) == n:
 		e.done.release()
-	case c.spin > 0 && spin.Until(c.spin, func() bool { return e.arrived.Load() == n }):
-	default:
+	case c.spin == 0:
 		ok = c.wait(&e.done)
+	case !spin.Until(c.spin, func() bool { return e.arrived.Load() == n }):
+		ok = c.parkOn(&e.done) // one spin in all, as any wait
 	}
 	return c.outcome(e, rank, ok)
 }
