@@ -438,12 +438,7 @@ func (c *Comm) reuse(s uint64) *episode {
 // publishes the episode: in the episode's first line when they fit, which every
 // rank reads anyway (4 ranks' Bcast of one double: one line fewer to move from
 // the root's core to each of the others'), else in mem.
-func (e *episode) rootCopy(n int) []byte {
-	if n <= len(e.inline) {
-		return e.inline[:n]
-	}
-	return e.own(n)
-}
+func (e *episode) rootCopy(n int) []byte { return e.ownIn(e.inline[:], n) }
 
 // nearBytes is the room for a slab in the line of the arrivals' count.
 const nearBytes = 56
@@ -451,9 +446,12 @@ const nearBytes = 56
 // slabOf returns n bytes of the episode's own memory for its slab: beside arrived
 // when they fit, since every rank that writes its piece then arrives, and whoever
 // reads the pieces has arrived first, so that the pieces move with that line.
-func (e *episode) slabOf(n int) []byte {
-	if n <= len(e.near) {
-		return e.near[:n]
+func (e *episode) slabOf(n int) []byte { return e.ownIn(e.near[:], n) }
+
+// ownIn returns n bytes of room, a field of the episode, when they fit; else of mem.
+func (e *episode) ownIn(room []byte, n int) []byte {
+	if n <= len(room) {
+		return room[:n]
 	}
 	return e.own(n)
 }

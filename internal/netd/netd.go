@@ -329,20 +329,28 @@ func (d *Device) Queue(proc int, ch Channel, h *wire.Header, payload []byte, now
 // sender is writing on them (that one writes it); for a rank about to wait,
 // since what it waits for may answer those messages.
 func (d *Device) Flush(proc int, ch Channel) error {
-	if proc < 0 || proc >= d.cfg.Procs || proc == d.cfg.Self || (ch != ChannelP2P && ch != ChannelColl) || d.cfg.Delay > 0 {
-		return nil
+	if l := d.linkTo(proc, ch); l != nil && d.cfg.Delay <= 0 {
+		return l.flush()
 	}
-	return d.peer(proc).links[ch].flush()
+	return nil
 }
 
 // Rings reports whether messages to proc on ch now go through a shared-memory
 // ring, where a write costs no system call.
 func (d *Device) Rings(proc int, ch Channel) bool {
-	if proc < 0 || proc >= d.cfg.Procs || proc == d.cfg.Self || (ch != ChannelP2P && ch != ChannelColl) {
-		return false
+	if l := d.linkTo(proc, ch); l != nil {
+		c := l.c.Load()
+		return c != nil && c.shm != nil
 	}
-	c := d.peer(proc).links[ch].c.Load()
-	return c != nil && c.shm != nil
+	return false
+}
+
+// linkTo returns the link to another proc on channel ch, or nil if there is none.
+func (d *Device) linkTo(proc int, ch Channel) *link {
+	if proc < 0 || proc >= d.cfg.Procs || proc == d.cfg.Self || (ch != ChannelP2P && ch != ChannelColl) {
+		return nil
+	}
+	return &d.peer(proc).links[ch]
 }
 
 // Post sends what Send would, without ever waiting: it is for handlers, which
