@@ -37,7 +37,7 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 }
 
 func gatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
-	*o = collOp{k: coll.KindGather, name: name, el: sizeOf[T](), root: root, p: coll.Part{Send: bytesOf(send)}}
+	o.k, o.name, o.el, o.root, o.p.Send = coll.KindGather, name, sizeOf[T](), root, bytesOf(send)
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 }
 
 func scatterOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
-	*o = collOp{k: coll.KindScatter, name: name, el: sizeOf[T](), root: root, p: coll.Part{Recv: bytesOf(recv)}}
+	o.k, o.name, o.el, o.root, o.p.Recv = coll.KindScatter, name, sizeOf[T](), root, bytesOf(recv)
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 }
 
 func allgatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
-	*o = collOp{k: coll.KindAllgather, name: name, el: sizeOf[T]()}
+	o.k, o.name, o.el = coll.KindAllgather, name, sizeOf[T]()
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 }
 
 func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
-	*o = collOp{k: coll.KindAlltoall, name: name, el: sizeOf[T]()}
+	o.k, o.name, o.el = coll.KindAlltoall, name, sizeOf[T]()
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 
 func gathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int, root int) error {
 	el := sizeOf[T]()
-	*o = collOp{k: coll.KindGatherv, name: name, el: el, root: root, p: coll.Part{Send: bytesOf(send)}}
+	o.k, o.name, o.el, o.root, o.p.Send = coll.KindGatherv, name, el, root, bytesOf(send)
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root in
 
 func scattervOp[T Elem](o *collOp, c *Comm, name string, send []T, counts, displs []int, recv []T, root int) error {
 	el := sizeOf[T]()
-	*o = collOp{k: coll.KindScatterv, name: name, el: el, root: root, p: coll.Part{Recv: bytesOf(recv)}}
+	o.k, o.name, o.el, o.root, o.p.Recv = coll.KindScatterv, name, el, root, bytesOf(recv)
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 
 func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int) error {
 	el := sizeOf[T]()
-	*o = collOp{k: coll.KindAllgatherv, name: name, el: el}
+	o.k, o.name, o.el = coll.KindAllgatherv, name, el
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
@@ -411,7 +411,7 @@ func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T
 
 func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	el := sizeOf[T]()
-	*o = collOp{k: coll.KindAlltoallv, name: name, el: el}
+	o.k, o.name, o.el = coll.KindAlltoallv, name, el
 	if err := c.checkColl(name); err != nil {
 		return err
 	}

@@ -26,7 +26,10 @@ import (
 // traffic, and collectives of one communicator run one after another.
 
 // collOp is one collective call, checked and ready to run: what the engines of
-// internal/coll and internal/xcoll take.
+// internal/coll and internal/xcoll take. The functions that make one (bcastOp,
+// scatterOp, ...) fill in the fields of a zero collOp one by one: a composite
+// literal assigned through the pointer is built on the stack and then copied, which
+// was 13% of a 4-rank Scatter's samples.
 type collOp struct {
 	k           coll.Kind
 	name        string // the call, for errors
