@@ -6,10 +6,10 @@
 // started on a communicator; rank k's j-th collective meets every other rank's j-th
 // (MPI requires all ranks to call collectives on a communicator in the same order)
 // in the episode kept in slot j mod ringSize of the communicator's ring. The first
-// rank to arrive makes the episode (a small Bcast's root that comes first leaves its
-// copy in the slot instead: see litRoot); a slot is reused only once every rank has
-// joined the episode a lap before, so a rank that runs ahead waits, which a program
-// that is correct when every collective synchronises never notices.
+// rank to arrive makes the episode (a small Bcast's or Scatter's root that comes
+// first leaves a copy in the slot instead: lit.go); a slot is reused only once every
+// rank has joined the episode a lap before, so a rank that runs ahead waits, which
+// a program that is correct when every collective synchronises never notices.
 //
 // Waiting spins briefly when the communicator has no more ranks than processors,
 // else yields the processor once (by then the ranks waited for have often arrived),
@@ -137,20 +137,18 @@ type Comm struct {
 // call (2 ranks' 8-byte Bcast, same root: 0.52 against 0.63 µs; 4 KiB of ring per
 // communicator instead of 512 bytes).
 //
-// The rest of the line is a small Bcast's copy of the root's buffer (see litBcast):
-// a rank that finds it there reads this one line instead of the episode's too.
+// The rest of the line is a small Bcast's or Scatter's copy of the root's buffer
+// (lit.go): a rank that finds it there reads this one line instead of the episode's
+// too.
 type ringSlot struct {
 	p    atomic.Pointer[episode]
 	lit  atomic.Uint64 // the episode whose copy this is, plus one (0: none yet)
+	kind kind
 	root int32
 	elem int32
-	len  int32
-	_    [4]byte
+	len  int32 // Bcast: the buffer's length; Scatter: a block's
 	data [litBytes]byte
 }
-
-// litBytes is the largest Bcast whose copy lies in its ring slot.
-const litBytes = 32
 
 // stall is where ranks that ran a lap of the ring ahead wait for the others to
 // join the episodes they would replace. A rank that joins wakes them only if one
@@ -412,9 +410,9 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 	var fresh *episode
 	e := slot.Load()
 	// e is this rank's episode, or an earlier one (or none) to replace once every
-	// rank has joined the episode a lap before, whose copy the slot may hold (a small
-	// Bcast's root makes no episode: see litRoot). (A later one would need this rank
-	// to have joined s.)
+	// rank has joined the episode a lap before, whose copy the slot may hold (a
+	// small Bcast's or Scatter's root makes no episode: see litRoot). (A later one
+	// would need this rank to have joined s.)
 	for e == nil || e.seq != s {
 		if !c.free(s) {
 			return nil
@@ -481,9 +479,9 @@ func (c *Comm) reuse(s uint64) *episode {
 }
 
 // vacated returns the episode that took e's place in its slot: the next episode of
-// the slot, unless a small Bcast's root made none for it (see litRoot). The maker
-// records it in e only then, so that it does not take e's first line from the
-// cores that read it.
+// the slot, unless a small Bcast's or Scatter's root made none for it (see
+// litRoot). The maker records it in e only then, so that it does not take e's first
+// line from the cores that read it.
 func (e *episode) vacated() uint64 {
 	if e.gone != 0 {
 		return e.gone
@@ -813,10 +811,10 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	lit := eager && len(buf) <= litBytes
 	switch {
 	case lit && rank == root:
-		if left, err := c.litRoot(rank, buf, elem); left {
+		if left, err := c.litRoot(rank, bcast, buf, elem, len(buf)); left {
 			return err
 		}
-	case lit && c.litCopy(rank, buf, elem, root):
+	case lit && c.litCopy(rank, bcast, buf, elem, root):
 		return nil
 	}
 	e := c.take(rank, bcast, root, elem, nil, -1)
@@ -828,7 +826,7 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	}
 	c.check(e, rank, bcast, root, elem)
 	if lit && rank == root && e.fault.Load() == nil {
-		c.litBcast(e.seq, buf, elem, root)
+		c.litLeave(e.seq, bcast, buf, elem, root, len(buf))
 	}
 	c.count(rank, e.seq)
 	n := int64(c.n)
@@ -870,120 +868,6 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 		e.done.release()
 	}
 	return c.outcome(e, rank, ok)
-}
-
-// bcastLength is the fault of a Bcast whose rank has n bytes where the root has
-// rootLen.
-func bcastLength(root, rootLen, rank, n, elem int) *errs.Error {
-	class := errs.Count
-	if rootLen > n {
-		class = errs.Truncate
-	}
-	return &errs.Error{Class: class, Op: "Bcast", Peer: root, Tag: errs.None,
-		Detail: lengths("the root", rootLen, rank, n, elem)}
-}
-
-// A small Bcast (up to litBytes) needs no episode when its root comes first: the
-// root leaves its copy in the ring slot (litBcast) and returns, and the others
-// take it from there (litCopy), reading that one line. An episode is made only by
-// a rank that comes before the root: the root then goes through it, so that the
-// ranks waiting there are released. A rank that makes (or finds) the episode looks
-// for the copy after it (unlit), and the root looks for the episode after leaving
-// its copy (litRoot): one of the two sees the other. A rank whose call differs
-// from such a root's finds the fault in the slot (unlit) and records it in its
-// episode, since that root never sees the episode. 4 ranks, 8 bytes, same root:
-// 0.206 -> 0.167 µs; 2 ranks 0.103 -> 0.067 (the root's making of episodes, the
-// zeroed lines and the swap of the slot, were a quarter of the samples).
-
-// litRoot takes a small Bcast's root through episode s without making it, if no
-// rank has made it: it leaves its copy in the slot and counts itself in, and
-// reports true with the outcome. It reports false if a rank made the episode first
-// (before the copy, or while the root left it), or if the slot holds another
-// rank's copy (a rank that also calls itself the root): the root then goes through
-// the episode.
-func (c *Comm) litRoot(rank int, buf []byte, elem int) (left bool, err error) {
-	s := c.ranks[rank].seq.Load()
-	if !c.free(s) {
-		return true, ErrAborted
-	}
-	r := &c.ring[s%ringSize]
-	made := func() bool { e := r.p.Load(); return e != nil && e.seq == s }
-	if made() || r.holds(s) {
-		return false, nil
-	}
-	c.litBcast(s, buf, elem, rank)
-	if made() {
-		return false, nil
-	}
-	c.count(rank, s)
-	return true, nil
-}
-
-// litBcast leaves the root's copy of a small Bcast, episode s, in its ring slot,
-// unless it is there already (litRoot left it and found the episode made). The
-// root writes it before it counts itself in s, so the slot is its own: nobody
-// replaces it meanwhile.
-func (c *Comm) litBcast(s uint64, buf []byte, elem, root int) {
-	r := &c.ring[s%ringSize]
-	if r.holds(s) {
-		return
-	}
-	r.root, r.elem, r.len = int32(root), int32(elem), int32(len(buf))
-	copy(r.data[:], buf)
-	r.lit.Store(s + 1)
-}
-
-// holds reports whether the slot holds the copy of a small Bcast, episode s.
-func (r *ringSlot) holds(s uint64) bool { return r.lit.Load() == s+1 }
-
-// litCopy takes a small Bcast's copy from the rank's next ring slot, if the root
-// has left it there and the rank's arguments agree with the root's (a rank whose
-// differ finds the fault through its episode: see unlit), and counts the rank in:
-// it reads the slot before it counts itself, so the root's next lap cannot have
-// replaced it. A rank that spins polls for the copy within its spin.
-func (c *Comm) litCopy(rank int, buf []byte, elem, root int) bool {
-	s := c.ranks[rank].seq.Load()
-	r := &c.ring[s%ringSize]
-	ready := func() bool { return r.holds(s) }
-	if !ready() && (c.spin == 0 || !spin.Until(c.spin, ready)) {
-		return false
-	}
-	if r.root != int32(root) || r.elem != int32(elem) || int(r.len) != len(buf) {
-		return false
-	}
-	c.copyLit(rank, s, r, buf)
-	return true
-}
-
-// copyLit copies the small Bcast's copy that r holds into buf and counts the rank
-// in episode s.
-func (c *Comm) copyLit(rank int, s uint64, r *ringSlot, buf []byte) {
-	copy(buf, r.data[:len(buf)])
-	c.count(rank, s)
-}
-
-// unlit looks, for a rank that holds episode e but has not counted itself in, for
-// a small Bcast's copy that the root left in the slot instead of going through e.
-// If the rank's call (kind k, root, element size, buf) agrees with the root's and
-// the rank is not the root, it takes the copy, counts itself in and reports true;
-// if it differs, it records the fault in e, where the rank finds it.
-func (c *Comm) unlit(e *episode, rank int, k kind, root, elem int, buf []byte) bool {
-	r := &c.ring[e.seq%ringSize]
-	if !r.holds(e.seq) {
-		return false
-	}
-	err := disagree(e.seq, rank, k, root, elem, bcast, int(r.root), int(r.elem))
-	if err == nil && len(buf) != int(r.len) {
-		err = bcastLength(int(r.root), int(r.len), rank, len(buf), elem)
-	}
-	switch {
-	case err != nil:
-		e.fail(err)
-	case rank != root:
-		c.copyLit(rank, e.seq, r, buf)
-		return true
-	}
-	return false
 }
 
 // lengths describes two buffers of different lengths, in elements.

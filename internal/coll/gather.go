@@ -133,8 +133,26 @@ func (c *Comm) Gatherv(rank int, p Part, elem, root int) error {
 }
 
 // Scatter: block j of the root's Send goes to the start of rank j's Recv, which
-// must be at least as long (ErrTruncate otherwise).
+// must be at least as long (ErrTruncate otherwise). Up to litBytes of Send, the
+// root leaves a copy in the ring slot and the others take their blocks from there
+// (lit.go), as in a small Bcast.
 func (c *Comm) Scatter(rank int, p Part, elem, root int) error {
+	switch {
+	case c.n == 1:
+	case rank == root && len(p.Send) <= litBytes:
+		left, err := c.litRoot(rank, scatter, p.Send, elem, p.SendBlock)
+		if err != nil {
+			return err
+		}
+		if left {
+			if err := receiveBlock(scatter, rank, root, elem, p.Recv, p.sendBlock(rank)); err != nil {
+				return err
+			}
+			return nil
+		}
+	case rank != root && c.litCopy(rank, scatter, p.Recv, elem, root):
+		return nil
+	}
 	return c.exchange(scatter, rank, root, elem, nil, p)
 }
 
@@ -224,10 +242,14 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			width = len(p.Send) // the slab's pieces: see gatherSmall, scanSmall and allSmall
 		}
 	}
-	e := c.join(rank, k, root, elem, fn, width)
+	e := c.take(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
 	}
+	if c.unlit(e, rank, k, root, elem, p.Recv) { // a Scatter's root left its copy in the slot
+		return nil
+	}
+	c.count(rank, e.seq)
 	c.check(e, rank, k, root, elem)
 	if e.small { // through the episode itself, where the kind allows
 		switch k {
@@ -441,17 +463,19 @@ func (c *Comm) scatterSmall(e *episode, k kind, rank, root, elem int, p Part) er
 	if rank != root {
 		from = &Part{Send: e.buf, SendBlock: e.width, SendCounts: e.counts, SendDispls: e.displs}
 	}
-	src := from.sendBlock(rank)
-	if len(src) > len(p.Recv) {
-		who := fmt.Sprintf("rank %d", rank)
-		if rank == root {
-			who = "itself"
-		}
-		return &errs.Error{Class: errs.Truncate, Op: k.String(), Rank: rank, Peer: root, Tag: errs.None,
-			Detail: fmt.Sprintf("the root sends %d elements to %s, whose receive buffer holds %d", len(src)/max(elem, 1), who, len(p.Recv)/max(elem, 1))}
+	if err := receiveBlock(k, rank, root, elem, p.Recv, from.sendBlock(rank)); err != nil {
+		return err
 	}
-	move(p.Recv[:len(src)], src)
 	return c.outcome(e, rank, true)
+}
+
+// receiveBlock moves a Scatter's block src from the root into the start of recv.
+func receiveBlock(k kind, rank, root, elem int, recv, src []byte) *errs.Error {
+	if len(src) > len(recv) {
+		return scatterShort(k, rank, root, len(src), len(recv), elem)
+	}
+	move(recv[:len(src)], src)
+	return nil
 }
 
 // scanSmall is a rank's part in a small Scan or Exscan. Every rank copies its

@@ -1,0 +1,164 @@
+package coll
+
+import (
+	"fmt"
+
+	"github.com/weft-mpi/weft/internal/errs"
+	"github.com/weft-mpi/weft/internal/spin"
+)
+
+// A small Bcast or Scatter (a root buffer of up to litBytes) needs no episode when
+// its root comes first: the root leaves a copy of its buffer in the ring slot, in
+// the rest of the line that holds the slot's episode pointer (litLeave), and
+// returns; the others take their part from there (litCopy), reading that one line.
+// An episode is made only by a rank that comes before the root: the root then goes
+// through it, so that the ranks waiting there are released. A rank that makes (or
+// finds) the episode looks for the copy after it (unlit), and the root looks for the
+// episode after leaving its copy (litRoot): one of the two sees the other. A rank
+// whose call differs from such a root's finds the fault in the slot (unlit) and
+// records it in its episode, since that root never sees the episode.
+//
+// 4 ranks' Bcast of 8 bytes, same root: 0.206 -> 0.167 µs; 2 ranks 0.103 -> 0.067
+// (the root's making of episodes, the zeroed lines and the swap of the slot, were a
+// quarter of the samples, and every other rank read the episode's first line).
+
+// litBytes is the largest root buffer whose copy lies in its ring slot.
+const litBytes = 32
+
+// litRoot takes the root of a small Bcast or Scatter (kind k; n is the buffer's
+// length, or a Scatter's block) through episode s without making it, if no rank
+// has made it: it leaves its copy in the slot and counts itself in, and reports
+// true with the outcome. It reports false if a rank made the episode first (before
+// the copy, or while the root left it), or if the slot holds another rank's copy
+// (a rank that also calls itself the root): the root then goes through the episode.
+func (c *Comm) litRoot(rank int, k kind, data []byte, elem, n int) (left bool, err error) {
+	s := c.ranks[rank].seq.Load()
+	if !c.free(s) {
+		return true, ErrAborted
+	}
+	r := &c.ring[s%ringSize]
+	made := func() bool { e := r.p.Load(); return e != nil && e.seq == s }
+	if made() || r.holds(s) {
+		return false, nil
+	}
+	c.litLeave(s, k, data, elem, rank, n)
+	if made() {
+		return false, nil
+	}
+	c.count(rank, s)
+	return true, nil
+}
+
+// litLeave leaves the root's copy of its buffer for episode s in its ring slot,
+// unless it is there already (litRoot left it and found the episode made). The
+// root writes it before it counts itself in s, so the slot is its own: nobody
+// replaces it meanwhile.
+func (c *Comm) litLeave(s uint64, k kind, data []byte, elem, root, n int) {
+	r := &c.ring[s%ringSize]
+	if r.holds(s) {
+		return
+	}
+	r.kind, r.root, r.elem, r.len = k, int32(root), int32(elem), int32(n)
+	copy(r.data[:], data)
+	r.lit.Store(s + 1)
+}
+
+// holds reports whether the slot holds the root's copy for episode s.
+func (r *ringSlot) holds(s uint64) bool { return r.lit.Load() == s+1 }
+
+// misfit describes how the calling rank's call s (kind k, root, element size and
+// its buffer: a Bcast's, or a Scatter's receive buffer) differs from the root's
+// whose copy r holds, or returns nil.
+func (r *ringSlot) misfit(s uint64, rank int, k kind, root, elem int, buf []byte) *errs.Error {
+	if err := disagree(s, rank, k, root, elem, r.kind, int(r.root), int(r.elem)); err != nil {
+		return err
+	}
+	switch n := int(r.len); {
+	case fits(k, len(buf), n):
+		return nil
+	case k == scatter:
+		return scatterShort(k, rank, root, n, len(buf), elem)
+	}
+	return bcastLength(root, int(r.len), rank, len(buf), elem)
+}
+
+// litCopy takes the rank's part of the root's copy from its next ring slot, if the
+// root has left it there and the rank's call agrees with the root's (a rank whose
+// differs finds the fault through its episode: see unlit), and counts the rank in:
+// it reads the slot before it counts itself, so the root's next lap cannot have
+// replaced it. A rank that spins polls for the copy within its spin.
+func (c *Comm) litCopy(rank int, k kind, buf []byte, elem, root int) bool {
+	s := c.ranks[rank].seq.Load()
+	r := &c.ring[s%ringSize]
+	ready := func() bool { return r.holds(s) }
+	if !ready() && (c.spin == 0 || !spin.Until(c.spin, ready)) {
+		return false
+	}
+	if r.kind != k || r.root != int32(root) || r.elem != int32(elem) || !fits(k, len(buf), int(r.len)) {
+		return false // as misfit finds, without describing it
+	}
+	c.copyLit(rank, s, r, buf)
+	return true
+}
+
+// fits reports whether a rank's buffer of n bytes takes its part of a root's copy
+// of kind k and length (or block) m.
+func fits(k kind, n, m int) bool {
+	if k == scatter {
+		return n >= m
+	}
+	return n == m
+}
+
+// copyLit copies the rank's part of the copy that r holds into buf (a Bcast's
+// whole buffer, a Scatter's block) and counts the rank in episode s.
+func (c *Comm) copyLit(rank int, s uint64, r *ringSlot, buf []byte) {
+	n, at := int(r.len), 0
+	if r.kind == scatter {
+		at = rank * n
+	}
+	copy(buf[:n], r.data[at:at+n])
+	c.count(rank, s)
+}
+
+// unlit looks, for a rank that holds episode e but has not counted itself in, for
+// the copy of a root that left it in the slot instead of going through e. If the
+// rank's call (kind k, root, element size, buf) agrees with the root's and the rank
+// is not the root, it takes its part, counts itself in and reports true; if the
+// call differs, it records the fault in e, where the rank finds it.
+func (c *Comm) unlit(e *episode, rank int, k kind, root, elem int, buf []byte) bool {
+	r := &c.ring[e.seq%ringSize]
+	if !r.holds(e.seq) {
+		return false
+	}
+	switch err := r.misfit(e.seq, rank, k, root, elem, buf); {
+	case err != nil:
+		e.fail(err)
+	case rank != root:
+		c.copyLit(rank, e.seq, r, buf)
+		return true
+	}
+	return false
+}
+
+// bcastLength is the fault of a Bcast whose rank has n bytes where the root has
+// rootLen.
+func bcastLength(root, rootLen, rank, n, elem int) *errs.Error {
+	class := errs.Count
+	if rootLen > n {
+		class = errs.Truncate
+	}
+	return &errs.Error{Class: class, Op: "Bcast", Peer: root, Tag: errs.None,
+		Detail: lengths("the root", rootLen, rank, n, elem)}
+}
+
+// scatterShort is the fault of a Scatter(v) whose root sends a block of sent bytes
+// to rank, whose receive buffer holds room.
+func scatterShort(k kind, rank, root, sent, room, elem int) *errs.Error {
+	who := fmt.Sprintf("rank %d", rank)
+	if rank == root {
+		who = "itself"
+	}
+	return &errs.Error{Class: errs.Truncate, Op: k.String(), Rank: rank, Peer: root, Tag: errs.None,
+		Detail: fmt.Sprintf("the root sends %d elements to %s, whose receive buffer holds %d", sent/max(elem, 1), who, room/max(elem, 1))}
+}
