@@ -107,7 +107,7 @@ func allgatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error 
 	if err != nil {
 		return err
 	}
-	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: m * el, RecvBlock: m * el}
+	o.p.Send, o.p.Recv, o.p.SendBlock, o.p.RecvBlock = bytesOf(send), bytesOf(recv), m*el, m*el
 	if send == nil {
 		o.p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
 	}
@@ -141,7 +141,7 @@ func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
 	if len(recv) < len(send) {
 		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
 	}
-	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), SendBlock: len(send) / n * el, RecvBlock: len(send) / n * el}
+	o.p.Send, o.p.Recv, o.p.SendBlock, o.p.RecvBlock = bytesOf(send), bytesOf(recv), len(send)/n*el, len(send)/n*el
 	if overlaps(o.p.Send, o.p.Recv) {
 		return overlapError(c, name)
 	}
@@ -178,7 +178,7 @@ func scanOp[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, send, rec
 	} else if len(send) > 0 && unsafe.SliceData(send) == unsafe.SliceData(recv) {
 		send = slices.Clone(send)
 	}
-	o.p = coll.Part{Send: raw(send), Recv: raw(recv)}
+	o.p.Send, o.p.Recv = raw(send), raw(recv)
 	return nil
 }
 
@@ -208,7 +208,7 @@ func reduceScatterBlockOp[T Reducible](o *collOp, c *Comm, name string, send, re
 	if len(recv) < m {
 		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
 	}
-	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendBlock: m * el}
+	o.p.Send, o.p.Recv, o.p.SendBlock = raw(send), raw(recv), m*el
 	if overlaps(o.p.Send, o.p.Recv[:m*el]) {
 		return overlapError(c, name)
 	}
@@ -257,7 +257,7 @@ func reduceScatterOp[T Reducible](o *collOp, c *Comm, name string, send, recv []
 	case len(recv) < mine:
 		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of this rank's block", len(recv), mine)
 	}
-	o.p = coll.Part{Send: raw(send), Recv: raw(recv), SendCounts: bc, SendDispls: bd}
+	o.p.Send, o.p.Recv, o.p.SendCounts, o.p.SendDispls = raw(send), raw(recv), bc, bd
 	if overlaps(o.p.Send, o.p.Recv[:bc[c.rank]]) {
 		return overlapError(c, name)
 	}
@@ -386,7 +386,7 @@ func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, count
 	if err != nil {
 		return err
 	}
-	o.p = coll.Part{Send: bytesOf(send), Recv: bytesOf(recv), RecvCounts: bc, RecvDispls: bd}
+	o.p.Send, o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(send), bytesOf(recv), bc, bd
 	if send == nil {
 		o.p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
 	} else if overlaps(o.p.Send, o.p.Recv) {
@@ -419,7 +419,7 @@ func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, 
 	if err != nil {
 		return err
 	}
-	o.p = coll.Part{Recv: bytesOf(recv), RecvCounts: rc, RecvDispls: rd}
+	o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(recv), rc, rd
 	if send == nil {
 		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
 		return nil
