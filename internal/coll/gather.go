@@ -139,26 +139,61 @@ func (c *Comm) Gatherv(rank int, p Part, elem, root int) error {
 func (c *Comm) Scatter(rank int, p Part, elem, root int) error {
 	switch {
 	case c.n == 1:
-	case rank == root && len(p.Send) <= litBytes:
-		left, err := c.litRoot(rank, scatter, p.Send, elem, p.SendBlock)
-		if err != nil {
+	case rank == root:
+		if done, err := c.scatterRoot(scatter, rank, &p, elem, p.SendBlock); done {
 			return err
 		}
-		if left {
-			if err := receiveBlock(scatter, rank, root, elem, p.Recv, p.sendBlock(rank)); err != nil {
-				return err
-			}
-			return nil
-		}
-	case rank != root && c.litCopy(rank, scatter, p.Recv, elem, root):
+	case c.litCopy(rank, scatter, p.Recv, elem, root):
 		return nil
 	}
 	return c.exchange(scatter, rank, root, elem, nil, p)
 }
 
-// Scatterv is Scatter with the root's SendCounts and SendDispls.
+// Scatterv is Scatter with the root's SendCounts and SendDispls. Blocks that are a
+// Scatter's (equal, one after the other) go through the ring slot as a Scatter's do.
 func (c *Comm) Scatterv(rank int, p Part, elem, root int) error {
+	switch {
+	case c.n == 1:
+	case rank == root:
+		if done, err := c.scatterRoot(scatterv, rank, &p, elem, evenBlocks(&p)); done {
+			return err
+		}
+	case c.litCopy(rank, scatterv, p.Recv, elem, root):
+		return nil
+	}
 	return c.exchange(scatterv, rank, root, elem, nil, p)
+}
+
+// scatterRoot takes the root of a small Scatter(v) through the ring slot (lit.go)
+// if it can, and reports whether it did, with the outcome. block is the length of
+// its blocks, or -1 if they are not a Scatter's.
+func (c *Comm) scatterRoot(k kind, rank int, p *Part, elem, block int) (bool, error) {
+	if block < 0 || c.n*block > litBytes {
+		return false, nil
+	}
+	left, err := c.litRoot(rank, k, p.Send[:c.n*block], elem, block)
+	if err != nil || !left {
+		return left, err
+	}
+	if err := receiveBlock(k, rank, rank, elem, p.Recv, p.sendBlock(rank)); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// evenBlocks returns the length of a Scatterv root's blocks if they are equal and
+// lie one after the other from the start of its buffer, else -1.
+func evenBlocks(p *Part) int {
+	if len(p.SendCounts) == 0 {
+		return -1
+	}
+	m := p.SendCounts[0]
+	for j, n := range p.SendCounts {
+		if n != m || p.SendDispls[j] != j*m {
+			return -1
+		}
+	}
+	return m
 }
 
 // Allgather: every rank's Send goes to block rank of every rank's Recv.

@@ -64,6 +64,18 @@ func TestInSlot(t *testing.T) {
 		},
 		want:  msg,
 		wrong: common,
+	}, {
+		name: "Scatterv", // of a Scatter's blocks
+		lead: func(c *Comm, i int) error {
+			send := append(append(msg(0, i), msg(1, i)...), msg(2, i)...)
+			p := Part{Send: send, SendCounts: []int{8, 8, 8}, SendDispls: []int{0, 8, 16}, Recv: make([]byte, 8)}
+			return c.Scatterv(0, p, 1, 0)
+		},
+		follow: func(c *Comm, r int, buf []byte, elem, root int) error {
+			return c.Scatterv(r, Part{Recv: buf}, elem, root)
+		},
+		want:  msg,
+		wrong: common,
 	}} {
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 			c := New(NewJob(), 3, spin)
