@@ -108,7 +108,7 @@ func (j *Job) add(c *Comm) {
 // slot's fields but the end of its data lie in one line (Go's allocator starts an
 // object this large 8 bytes past a line). Then, each set a line apart from the
 // others: what every rank reads at every call and nobody writes once made; the
-// stall; floor and spare, which the makers of episodes write.
+// stall; floor and spare, which the makers of episodes write; the roots' claims.
 type Comm struct {
 	ring [ringSize]ringSlot
 	_    [64]byte
@@ -129,6 +129,13 @@ type Comm struct {
 
 	floor atomic.Uint64                        // every rank has joined the episodes below it (a lower bound)
 	spare [2][ringSize]atomic.Pointer[episode] // what left each slot in the last two laps (see reuse)
+
+	// claims are, by slot, the episode whose root's copy the slot holds or is
+	// getting, plus one (see litLeave): a line each, written by roots only.
+	claims [ringSize]struct {
+		s atomic.Uint64
+		_ [56]byte
+	}
 }
 
 // ringSlot holds the episode of one slot of a communicator's ring, on a line of its
@@ -578,11 +585,15 @@ func (c *Comm) awaitJoins(s uint64) bool {
 }
 
 // check compares what the calling rank passed with what the episode's maker passed,
-// and records a fault on a mismatch.
-func (c *Comm) check(e *episode, rank int, k kind, root, elem int) {
-	if err := disagree(e.seq, rank, k, root, elem, e.kind, int(e.root), int(e.elem)); err != nil {
+// records a fault on a mismatch, and reports whether they agree. A rank that does
+// not agree leaves at once with the fault: it may call itself the root of an
+// episode whose root is another rank, and must not act as one.
+func (c *Comm) check(e *episode, rank int, k kind, root, elem int) bool {
+	err := disagree(e.seq, rank, k, root, elem, e.kind, int(e.root), int(e.elem))
+	if err != nil {
 		e.fail(err)
 	}
+	return err == nil
 }
 
 // disagree describes how the calling rank's collective call s (kind k, root and
@@ -824,7 +835,10 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	if c.unlit(e, rank, bcast, root, elem, buf) {
 		return nil
 	}
-	c.check(e, rank, bcast, root, elem)
+	if !c.check(e, rank, bcast, root, elem) {
+		c.count(rank, e.seq)
+		return c.outcome(e, rank, true)
+	}
 	if lit && rank == root && e.fault.Load() == nil {
 		c.litLeave(e.seq, bcast, buf, elem, root, len(buf))
 	}

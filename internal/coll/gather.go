@@ -285,7 +285,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		return nil
 	}
 	c.count(rank, e.seq)
-	c.check(e, rank, k, root, elem)
+	if !c.check(e, rank, k, root, elem) {
+		return c.outcome(e, rank, true)
+	}
 	if e.small { // through the episode itself, where the kind allows
 		switch k {
 		case gather:

@@ -237,3 +237,47 @@ func TestEpisodesReused(t *testing.T) {
 		t.Errorf("%.2f allocations per collective, want almost none (%d in all; a rank that loses the race to make an episode drops the one it took)", per, after.Mallocs-before.Mallocs)
 	}
 }
+
+// TestTwoRoots: two ranks that each call themselves the root of the same small
+// Bcast, again and again: one of them always gets the fault, the third rank gets
+// one root's buffer whole or the fault, and nobody hangs or races on the slot.
+func TestTwoRoots(t *testing.T) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		const calls = 2000
+		c := New(NewJob(), 3, spin)
+		errs := [3][calls]error{}
+		got := make([][]byte, calls)
+		var wg sync.WaitGroup
+		for r := range 3 {
+			wg.Go(func() {
+				for i := range calls {
+					buf := []byte{byte(r), byte(r), byte(r), byte(r), byte(r), byte(r), byte(r), byte(r)}
+					root := r
+					if r == 1 {
+						root = 0
+					}
+					errs[r][i] = c.Bcast(r, buf, 1, root)
+					if r == 1 {
+						got[i] = buf
+					}
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("spin %v: the Bcasts hang", spin)
+		}
+		for i := range calls {
+			if errs[0][i] == nil && errs[2][i] == nil {
+				t.Fatalf("spin %v, call %d: both ranks that called themselves the root succeeded", spin, i)
+			}
+			b := got[i]
+			if whole := string(b) == "\x00\x00\x00\x00\x00\x00\x00\x00" || string(b) == "\x02\x02\x02\x02\x02\x02\x02\x02"; errs[1][i] == nil && !whole {
+				t.Fatalf("spin %v, call %d: rank 1 got %v, neither root's buffer", spin, i, b)
+			}
+		}
+	}
+}
