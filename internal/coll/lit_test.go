@@ -197,13 +197,7 @@ func TestInSlotRace(t *testing.T) {
 				}
 			})
 		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("spin %v: the calls hang", spin)
-		}
+		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the calls", spin))
 		if err := errors.Join(fails...); err != nil {
 			t.Fatalf("spin %v: %v", spin, err)
 		}
@@ -263,13 +257,7 @@ func TestTwoRoots(t *testing.T) {
 				}
 			})
 		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("spin %v: the Bcasts hang", spin)
-		}
+		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Bcasts", spin))
 		for i := range calls {
 			if errs[0][i] == nil && errs[2][i] == nil {
 				t.Fatalf("spin %v, call %d: both ranks that called themselves the root succeeded", spin, i)

@@ -202,13 +202,7 @@ func barrierRounds(t *testing.T, j *Job, c *Comm, before func(r, k int)) {
 			}
 		})
 	}
-	over := make(chan struct{})
-	go func() { wg.Wait(); close(over) }()
-	select {
-	case <-over:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the barriers hang")
-	}
+	awaitRanks(t, &wg, 30*time.Second, "the barriers")
 	close(fault)
 	for err := range fault {
 		if !errors.Is(err, ErrAborted) { // the first fault's echoes
@@ -262,5 +256,18 @@ func TestRunAheadResumes(t *testing.T) {
 				t.Fatalf("spin %v: the Bcasts hang", spin)
 			}
 		}
+	}
+}
+
+// awaitRanks waits for the ranks of wg, and fails the test if they are not all
+// done within d: what hangs.
+func awaitRanks(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s hang", what)
 	}
 }
