@@ -38,7 +38,7 @@ func (ep *Endpoint) push(m *Request) {
 // queue; the lanes' messages that no posted receive takes may stay (see takeBox).
 // It returns how many receives it completed. Caller holds ep.mu.
 func (ep *Endpoint) drain() int {
-	_, _, completed := ep.takeBox(nil, nil, published)
+	_, completed := ep.takeBox(nil, nil, nil, published)
 	return completed + ep.drainInbox()
 }
 
@@ -48,7 +48,7 @@ func (ep *Endpoint) drain() int {
 func (ep *Endpoint) merge() int {
 	completed := 0
 	if b := ep.box.Load(); b != nil {
-		_, _, completed = ep.mergeBox(b, nil, nil, published)
+		_, completed = ep.mergeBox(b, nil, nil, nil, published)
 	}
 	return completed + ep.drainInbox()
 }
@@ -69,7 +69,7 @@ func (ep *Endpoint) drainInbox() (completed int) {
 	for m := fifo; m != nil; {
 		next := m.next
 		m.next = nil
-		_, _, n := ep.takeBox(nil, nil, m.seq)
+		_, n := ep.takeBox(nil, nil, nil, m.seq)
 		completed += n
 		if r := ep.takePosted(m.key); r != nil {
 			deliver(r, m.buf(), m.key)

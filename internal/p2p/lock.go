@@ -14,7 +14,15 @@ type spinLock struct{ v atomic.Uint32 }
 // lockSpins is how many times a contender polls before yielding.
 const lockSpins = 64
 
+// Lock takes the lock: inlined when it is free, as it nearly always is.
 func (l *spinLock) Lock() {
+	if !l.v.CompareAndSwap(0, 1) {
+		l.contend()
+	}
+}
+
+// contend waits for the lock and takes it.
+func (l *spinLock) contend() {
 	for !l.v.CompareAndSwap(0, 1) {
 		for i := 0; l.v.Load() != 0; i++ {
 			if i == lockSpins {

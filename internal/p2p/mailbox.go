@@ -137,6 +137,12 @@ func (ep *Endpoint) mailbox() *mailbox {
 	if b := ep.box.Load(); b != nil {
 		return b
 	}
+	return ep.makeMailbox()
+}
+
+// makeMailbox counts a small message to ep and makes its mailbox once it has had
+// mailboxAfter of them.
+func (ep *Endpoint) makeMailbox() *mailbox {
 	if ep.smalls.Add(1) < mailboxAfter {
 		return nil
 	}
@@ -349,32 +355,35 @@ const published = ^uint64(0)
 // unexpected queue only) and pat has no AnyTag (takeLanes), else merged (see
 // Order). With a stamp as until it merges every message stamped before until. A
 // merge waits at a head claimed but not yet published; so does a lane with a
-// posted receive. It returns the status of a message received into buf (ok) and
-// how many posted receives it completed. Caller holds ep.mu.
-func (ep *Endpoint) takeBox(pat *key, buf []byte, until uint64) (st Status, ok bool, completed int) {
+// posted receive. It reports whether a message was received into buf (ok), whose
+// status it stores in st (a pointer, not a result: a status returned through
+// several calls was copied with loads that straddled its stores, each stalling
+// until they left the core), and how many posted receives it completed. Caller
+// holds ep.mu.
+func (ep *Endpoint) takeBox(pat *key, buf []byte, st *Status, until uint64) (ok bool, completed int) {
 	b := ep.box.Load()
 	if b == nil {
 		return
 	}
 	if until == published && ep.wild.head == nil && len(ep.probes) == 0 && (pat == nil || pat.tag != AnyTag) {
 		var blocked bool
-		if st, ok, completed, blocked = ep.takeLanes(b, pat, buf); ok || !blocked {
+		if ok, completed, blocked = ep.takeLanes(b, pat, buf, st); ok || !blocked {
 			return
 		}
 	}
-	st, ok, n := ep.mergeBox(b, pat, buf, until)
-	return st, ok, completed + n
+	ok, n := ep.mergeBox(b, pat, buf, st, until)
+	return ok, completed + n
 }
 
 // mergeBox is takeBox merging the lanes (see Order). Caller holds ep.mu.
-func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, until uint64) (st Status, ok bool, completed int) {
+func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, st *Status, until uint64) (ok bool, completed int) {
 	for !ok {
 		ln, s, pos := b.earliest(until)
 		if s == nil {
 			break
 		}
 		var done bool
-		if st, ok, done = ep.takeSlot(s, pat, buf, true, ticketOf(ln, pos)); done {
+		if ok, done = ep.takeSlot(s, pat, buf, st, true, ticketOf(ln, pos)); done {
 			completed++
 		}
 		ln.head.Store(pos + 1)
@@ -387,7 +396,7 @@ func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, until uint64) (st
 // (done), into buf when pat is not nil and matches it (ok), or, with queue, onto
 // the unexpected queue, as an eager copy that keeps the message's ticket. A
 // cancelled slot it passes over. Caller holds ep.mu.
-func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool, ticket uint64) (st Status, ok, done bool) {
+func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, st *Status, queue bool, ticket uint64) (ok, done bool) {
 	if s.cancelled() {
 		return
 	}
@@ -397,7 +406,7 @@ func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool, ticket u
 		deliver(r, data, k)
 		done = true
 	case pat != nil && matches(*pat, k):
-		st, ok = receiveSlot(data, k, buf), true
+		*st, ok = receiveSlot(data, k, buf), true
 	case queue:
 		ep.hold(chargeOf(len(data)))
 		m := newCopy(data, k)
@@ -414,7 +423,7 @@ func (ep *Endpoint) takeSlot(s *slot, pat *key, buf []byte, queue bool, ticket u
 // one of them may hide a message that a posted receive or pat waits for, which
 // only a merge may then move to the unexpected queue. Caller holds ep.mu, and no
 // posted receive has a wildcard, no Probe waits.
-func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok bool, completed int, blocked bool) {
+func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte, st *Status) (ok bool, completed int, blocked bool) {
 	for i := range b.lanes {
 		ln := b.lanes[i].Load()
 		if ln == nil {
@@ -434,7 +443,7 @@ func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte) (st Status, ok b
 				continue
 			}
 			var done bool
-			st, ok, done = ep.takeSlot(s, pat, buf, false, 0)
+			ok, done = ep.takeSlot(s, pat, buf, st, false, 0)
 			if !ok && !done {
 				if ep.lanePosted[i] != 0 || pat != nil && laneOf(pat.tag) == i {
 					blocked = true

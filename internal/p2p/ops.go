@@ -187,7 +187,7 @@ func (c *Comm) sendDirect(me int, buf []byte, dest, tag int, mode Mode, r *Reque
 	k := key{c.Ctx, int32(me), int32(tag)}
 	ep.mu.Lock()
 	ep.drain()
-	ep.takeBox(nil, nil, ep.stamp()) // our own small messages still in flight go first
+	ep.takeBox(nil, nil, nil, ep.stamp()) // our own small messages still in flight go first
 	if rr := ep.takePosted(k); rr != nil {
 		ep.mu.Unlock()
 		deliver(rr, buf, k)
@@ -366,9 +366,8 @@ func (c *Comm) startRecv(me int, buf []byte, src, tag int, r *Request, mode recv
 	}
 	m := ep.unexp.match(pat)
 	if m == nil {
-		if s, ok, _ := ep.takeBox(&pat, buf, published); ok {
+		if ok, _ := ep.takeBox(&pat, buf, st, published); ok {
 			ep.mu.Unlock()
-			*st = s
 			return nil, true
 		}
 		ep.drainInbox() // not the lanes again: a message that came meanwhile would be left (see waiting)
