@@ -43,13 +43,27 @@ func (c *Comm) Barrier() error {
 	if err := c.checkColl("Barrier"); err != nil {
 		return err
 	}
-	if !c.core.spans && c.queued().Idle() {
-		// Straight to the engine, without a collOp: a barrier of hundreds of ranks
-		// pays for every line of stack each rank touches per call.
-		return c.collective(c.core.coll.Barrier(c.rank), "Barrier")
+	if l := c.direct(); l != nil {
+		return c.collective(l.Barrier(c.rank), "Barrier")
 	}
 	var o collOp
 	return c.run(&o, barrierOp(&o, c, "Barrier"))
+}
+
+// direct returns the engine of c when a blocking collective of the rank may call
+// it straight, without a collOp: c lives in this proc and the rank has no
+// nonblocking collective outstanding on it. A barrier of hundreds of ranks pays
+// for every line of stack each rank touches per call, and a small Bcast of 4
+// ranks spent a tenth of its time in run's layers.
+func (c *Comm) direct() *coll.Comm {
+	if c.core.spans {
+		return nil
+	}
+	l := c.core.coll
+	if !l.Queued(c.rank).Idle() {
+		return nil
+	}
+	return l
 }
 
 func barrierOp(o *collOp, c *Comm, name string) error {
@@ -62,6 +76,12 @@ func barrierOp(o *collOp, c *Comm, name string) error {
 // that rank and at the root. Each rank copies once, straight from the root's
 // buffer; the root returns once all have copied.
 func Bcast[T Elem](c *Comm, buf []T, root int) error {
+	if err := c.checkRoot("Bcast", root); err != nil {
+		return err
+	}
+	if l := c.direct(); l != nil {
+		return c.collective(l.Bcast(c.rank, bytesOf(buf), sizeOf[T](), root), "Bcast")
+	}
 	var o collOp
 	return c.run(&o, bcastOp(&o, c, "Bcast", buf, root))
 }
@@ -80,60 +100,91 @@ func bcastOp[T Elem](o *collOp, c *Comm, name string, buf []T, root int) error {
 // Send buffers are never written. The result is the same for the same inputs,
 // whatever the timing.
 func Reduce[T Reducible](c *Comm, send, recv []T, op Op, root int) error {
+	fn, sb, rb, err := reduceArgs(c, "Reduce", send, recv, op, root)
+	if err != nil {
+		return err
+	}
+	if l := c.direct(); l != nil {
+		return c.collective(l.Reduce(c.rank, sb, rb, width[T](), fn, root), "Reduce")
+	}
 	var o collOp
 	return c.run(&o, reduceOp(&o, c, "Reduce", send, recv, op, root))
 }
 
 func reduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op Op, root int) error {
-	if err := c.checkRoot(name, root); err != nil {
-		return err
+	fn, sb, rb, err := reduceArgs(c, name, send, recv, op, root)
+	o.k, o.name, o.el, o.commutative, o.fn, o.root = coll.KindReduce, name, width[T](), op.Commutative(), fn, root
+	o.p.Send, o.p.Recv = sb, rb
+	return err
+}
+
+// reduceArgs checks a Reduce's arguments and returns its kernel and the calling
+// rank's buffers (no receive buffer but at the root).
+func reduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (fn func(in, inout []byte), sb, rb []byte, err error) {
+	if err = c.checkRoot(name, root); err != nil {
+		return
 	}
-	err := reduction[T](o, c, coll.KindReduce, name, op)
-	if err != nil {
-		return err
+	if fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank); err != nil {
+		return
 	}
-	o.root = root
-	if c.rank == root {
-		if send, err = inPlace(c, name, send, recv); err != nil {
-			return err
-		}
-	} else {
-		recv = nil
+	if c.rank != root {
+		return fn, raw(send), nil, nil
 	}
-	o.p.Send, o.p.Recv = raw(send), raw(recv)
-	return nil
+	if send, err = inPlace(c, name, send, recv); err != nil {
+		return
+	}
+	return fn, raw(send), raw(recv), nil
 }
 
 // Allreduce is Reduce with the result in every rank's recv, which must hold at
 // least len(send) elements. A nil send (or send equal to recv) means in place.
 // Lengths are compared with rank 0's.
 func Allreduce[T Reducible](c *Comm, send, recv []T, op Op) error {
+	fn, sb, rb, err := allreduceArgs(c, "Allreduce", send, recv, op)
+	if err != nil {
+		return err
+	}
+	if l := c.direct(); l != nil {
+		return c.collective(l.Allreduce(c.rank, sb, rb, width[T](), fn), "Allreduce")
+	}
 	var o collOp
 	return c.run(&o, allreduceOp(&o, c, "Allreduce", send, recv, op))
 }
 
 func allreduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op Op) error {
-	err := reduction[T](o, c, coll.KindAllreduce, name, op)
-	if err != nil {
-		return err
+	fn, sb, rb, err := allreduceArgs(c, name, send, recv, op)
+	o.k, o.name, o.el, o.commutative, o.fn = coll.KindAllreduce, name, width[T](), op.Commutative(), fn
+	o.p.Send, o.p.Recv = sb, rb
+	return err
+}
+
+// allreduceArgs checks an Allreduce's arguments and returns its kernel and the
+// calling rank's buffers.
+func allreduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn func(in, inout []byte), sb, rb []byte, err error) {
+	if fn, err = kernelOf[T](c, name, op); err != nil {
+		return
 	}
 	if send, err = inPlace(c, name, send, recv); err != nil {
-		return err
+		return
 	}
-	o.p.Send, o.p.Recv = raw(send), raw(recv)
-	return nil
+	return fn, raw(send), raw(recv), nil
 }
 
 // reduction starts the collOp of a reduction of kind k: c checked, and op's
 // function on elements of T.
 func reduction[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, op Op) error {
 	o.k, o.name, o.el, o.commutative = k, name, width[T](), op.Commutative()
-	if err := c.checkColl(name); err != nil {
-		return err
-	}
 	var err error
-	o.fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank)
+	o.fn, err = kernelOf[T](c, name, op)
 	return err
+}
+
+// kernelOf checks c for a reduction and returns op's function on elements of T.
+func kernelOf[T Reducible](c *Comm, name string, op Op) (func(in, inout []byte), error) {
+	if err := c.checkColl(name); err != nil {
+		return nil, err
+	}
+	return op.kernel(reflect.TypeFor[T](), name, c.rank)
 }
 
 // checkColl checks c for a collective.

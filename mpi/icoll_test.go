@@ -812,15 +812,9 @@ func TestNonblockingRandomOrder(t *testing.T) {
 							}
 							return nil
 						}})
-					case 2: // a blocking Allgather, behind whatever is outstanding
-						got := make([]int32, n)
-						if err := mpi.Allgather(comm, []int32{tag + int32(me)}, got); err != nil {
+					case 2: // a blocking collective, behind whatever is outstanding (else straight to the engine)
+						if err := blockingAmid(comm, step, shared.IntN(4), root, tag); err != nil {
 							return err
-						}
-						for j, v := range got {
-							if v != tag+int32(j) {
-								return fmt.Errorf("step %d: Allgather block %d is %d", step, j, v)
-							}
 						}
 					case 3: // the rank completes some of its outstanding requests
 						if err := complete(own.IntN(len(outstanding) + 1)); err != nil {
@@ -832,4 +826,46 @@ func TestNonblockingRandomOrder(t *testing.T) {
 			})
 		})
 	}
+}
+
+// blockingAmid runs blocking collective kind (0 Allgather, 1 Bcast, 2 Reduce, 3
+// Allreduce) on c at step of TestNonblockingRandomOrder, and checks its result.
+func blockingAmid(c *mpi.Comm, step, kind, root int, tag int32) error {
+	n, me := c.Size(), c.Rank()
+	got := make([]int32, n)
+	var err error
+	switch kind {
+	case 0:
+		err = mpi.Allgather(c, []int32{tag + int32(me)}, got)
+	case 1:
+		if me == root {
+			for j := range got {
+				got[j] = tag + int32(j)
+			}
+		}
+		err = mpi.Bcast(c, got, root)
+	case 2, 3:
+		send := make([]int32, n)
+		for j := range send {
+			send[j] = tag + int32(j*n+me)
+		}
+		if kind == 3 {
+			err = mpi.Allreduce(c, send, got, mpi.Sum)
+		} else if err = mpi.Reduce(c, send, got, mpi.Sum, root); me != root {
+			return err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("step %d (blocking kind %d): %w", step, kind, err)
+	}
+	for j, v := range got {
+		want := tag + int32(j)
+		if kind >= 2 { // the sum over ranks r of tag + j*n + r
+			want = int32(n)*(tag+int32(j*n)) + int32(n*(n-1)/2)
+		}
+		if v != want {
+			return fmt.Errorf("step %d (blocking kind %d): element %d is %d, want %d", step, kind, j, v, want)
+		}
+	}
+	return nil
 }
