@@ -230,6 +230,11 @@ func (c *Comm) collective(err error, op string) error {
 	if err == nil {
 		return nil
 	}
+	return c.collectiveError(err, op)
+}
+
+// collectiveError is collective for an error: apart, so that collective inlines.
+func (c *Comm) collectiveError(err error, op string) error {
 	if err == coll.ErrAborted {
 		if cause := c.core.World.Cause(); cause != nil {
 			return c.abortError(cause, op, NoValue, NoValue)

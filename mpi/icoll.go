@@ -47,6 +47,15 @@ func (c *Comm) run(o *collOp, err error) error {
 	if err != nil {
 		return err
 	}
+	if l := c.direct(); l != nil {
+		return c.collective(o.local(c.rank, l), o.name)
+	}
+	return c.runBehind(o)
+}
+
+// runBehind runs o once the rank's outstanding nonblocking collectives on c are
+// over, if it has any.
+func (c *Comm) runBehind(o *collOp) error {
 	if q := c.queued(); !q.Idle() {
 		done := make(chan error, 1)
 		behind := *o
