@@ -66,12 +66,16 @@ func clearBlocks(buf []byte, n, m int) {
 	}
 }
 
-// checkBlocks checks that block j of buf starts and ends with want(j).
-func checkBlocks(c *mpi.Comm, what string, buf []byte, n, m int, want func(j int) byte) error {
+// checkBlocks checks that block j of the n blocks of m bytes of buf starts and
+// ends with mark(j*stride + base), as the C twin's check_blocks does (with a
+// function for the mark instead, the checks of an 8-byte Bcast of 4 ranks took a
+// fifth of its time).
+func checkBlocks(c *mpi.Comm, what string, buf []byte, n, m, stride, base int) error {
 	for j := range n {
-		for _, at := range []int{j * m, j*m + m - 1} {
-			if buf[at] != want(j) {
-				return wrong(c, what, at, buf[at], want(j))
+		w := mark(j*stride + base)
+		for _, at := range [2]int{j * m, j*m + m - 1} {
+			if buf[at] != w {
+				return wrong(c, what, at, buf[at], w)
 			}
 		}
 	}
@@ -129,7 +133,7 @@ func bcast(c *mpi.Comm, m int) step {
 		if err := mpi.Bcast(c, buf, root); err != nil {
 			return err
 		}
-		return checkBlocks(c, "bcast", buf, 1, m, func(int) byte { return stamp(i) })
+		return checkBlocks(c, "bcast", buf, 1, m, 0, i)
 	}
 }
 
@@ -211,7 +215,7 @@ func gather(v bool) func(c *mpi.Comm, m int) step {
 			if err != nil || c.Rank() != root {
 				return err
 			}
-			return checkBlocks(c, "gather", recv, n, m, mark)
+			return checkBlocks(c, "gather", recv, n, m, 1, 0)
 		}
 	}
 }
@@ -232,7 +236,7 @@ func scatter(v bool) func(c *mpi.Comm, m int) step {
 			if err != nil {
 				return err
 			}
-			return checkBlocks(c, "scatter", recv, 1, m, func(int) byte { return mark(c.Rank()) })
+			return checkBlocks(c, "scatter", recv, 1, m, 0, c.Rank())
 		}
 	}
 }
@@ -253,7 +257,7 @@ func allgather(v bool) func(c *mpi.Comm, m int) step {
 			if err != nil {
 				return err
 			}
-			return checkBlocks(c, "allgather", recv, n, m, mark)
+			return checkBlocks(c, "allgather", recv, n, m, 1, 0)
 		}
 	}
 }
@@ -275,7 +279,7 @@ func alltoall(v bool) func(c *mpi.Comm, m int) step {
 			if err != nil {
 				return err
 			}
-			return checkBlocks(c, "alltoall", recv, n, m, func(s int) byte { return mark(s*n + r) })
+			return checkBlocks(c, "alltoall", recv, n, m, n, r)
 		}
 	}
 }
