@@ -436,7 +436,10 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		if fresh == nil {
 			fresh = c.reuse(s)
 			mem, x, groups := fresh.mem, fresh.x.Load(), fresh.groups
-			*fresh = episode{seq: s, kind: k, root: int32(root), elem: int32(elem), fn: fn, mem: mem}
+			// Cleared in place and then filled in: a literal was built on the stack and
+			// copied, its loads waiting for the stores of its fields.
+			*fresh = episode{}
+			fresh.seq, fresh.kind, fresh.root, fresh.elem, fresh.fn, fresh.mem = s, k, int32(root), int32(elem), fn, mem
 			if x != nil && x.copies != nil { // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
