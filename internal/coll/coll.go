@@ -131,11 +131,15 @@ type Comm struct {
 	spare [2][ringSize]atomic.Pointer[episode] // what left each slot in the last two laps (see reuse)
 
 	// claims are, by slot, the episode whose root's copy the slot holds or is
-	// getting, plus one (see litLeave): a line each, written by roots only.
-	claims [ringSize]struct {
-		s atomic.Uint64
-		_ [56]byte
-	}
+	// getting, plus one (see litLeave), and the end of a copy longer than the slot
+	// holds: a line each, written by roots only.
+	claims [ringSize]claim
+}
+
+// claim is the line of a ring slot that only roots write (see Comm.claims).
+type claim struct {
+	s    atomic.Uint64
+	more [litMore]byte // a root's copy past the slot's litSlot bytes
 }
 
 // ringSlot holds the episode of one slot of a communicator's ring, on a line of its
@@ -145,8 +149,8 @@ type Comm struct {
 // communicator instead of 512 bytes).
 //
 // The rest of the line is a small Bcast's or Scatter's copy of the root's buffer
-// (lit.go): a rank that finds it there reads this one line instead of the episode's
-// too.
+// (lit.go), continued in the slot's claim when it is longer: a rank that finds it
+// there reads this one line (or two) instead of the episode's.
 type ringSlot struct {
 	p    atomic.Pointer[episode]
 	lit  atomic.Uint64 // the episode whose copy this is, plus one (0: none yet)
@@ -154,7 +158,7 @@ type ringSlot struct {
 	root int32
 	elem int32
 	len  int32 // Bcast: the buffer's length; Scatter: a block's
-	data [litBytes]byte
+	data [litSlot]byte
 }
 
 // stall is where ranks that ran a lap of the ring ahead wait for the others to

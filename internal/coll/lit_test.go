@@ -32,18 +32,34 @@ type inSlot struct {
 // call's data in order from there, a rank whose call differs from the root's
 // (length, root, element size, another collective) gets the fault's class, and the
 // next lap, which rewrites the slots while the others read them, delivers as well.
+// Copies of 8-byte messages lie in the slot's line; longer ones in the claim's line
+// too (a Scatter of 29-byte blocks: block 1 straddles the two, block 2 lies in the
+// claim's; a Scatter of 3 blocks longer than that does not fit, and is not tested).
 func TestInSlot(t *testing.T) {
-	msg := func(r, i int) []byte { return []byte{byte(i), byte(i >> 8), byte(r), 1, 2, 3, 4, 5} }
+	for _, m := range []int{8, 29, 40, litBytes} {
+		t.Run(fmt.Sprintf("bytes=%d", m), func(t *testing.T) { testInSlot(t, m) })
+	}
+}
+
+func testInSlot(t *testing.T, m int) {
+	msg := func(r, i int) []byte {
+		b := make([]byte, m)
+		for j := range b {
+			b[j] = byte(i + 3*j + 7*r)
+		}
+		b[0], b[1] = byte(i), byte(i>>8)
+		return b
+	}
 	common := map[int]misfit{
-		3:  {7, 1, 0, errs.Truncate},
-		5:  {8, 1, 1, errs.Root},
-		6:  {8, 2, 0, errs.Count},
+		3:  {m - 1, 1, 0, errs.Truncate},
+		5:  {m, 1, 1, errs.Root},
+		6:  {m, 2, 0, errs.Count},
 		63: {0, 1, 0, errs.Truncate},
-		7:  {8, 1, 2, errs.Root}, // rank 2 calls itself the root
+		7:  {m, 1, 2, errs.Root}, // rank 2 calls itself the root
 		8:  {class: errs.Arg},    // rank 2 calls Barrier
 		9:  {class: errs.Arg},    // rank 2 calls Reduce
 	}
-	bcastWrong := map[int]misfit{4: {9, 1, 0, errs.Count}}
+	bcastWrong := map[int]misfit{4: {m + 1, 1, 0, errs.Count}}
 	for i, w := range common {
 		bcastWrong[i] = w
 	}
@@ -57,7 +73,7 @@ func TestInSlot(t *testing.T) {
 		name: "Scatter",
 		lead: func(c *Comm, i int) error {
 			send := append(append(msg(0, i), msg(1, i)...), msg(2, i)...)
-			return c.Scatter(0, Part{Send: send, SendBlock: 8, Recv: make([]byte, 8)}, 1, 0)
+			return c.Scatter(0, Part{Send: send, SendBlock: m, Recv: make([]byte, m)}, 1, 0)
 		},
 		follow: func(c *Comm, r int, buf []byte, elem, root int) error {
 			return c.Scatter(r, Part{Recv: buf}, elem, root)
@@ -68,7 +84,7 @@ func TestInSlot(t *testing.T) {
 		name: "Scatterv", // of a Scatter's blocks
 		lead: func(c *Comm, i int) error {
 			send := append(append(msg(0, i), msg(1, i)...), msg(2, i)...)
-			p := Part{Send: send, SendCounts: []int{8, 8, 8}, SendDispls: []int{0, 8, 16}, Recv: make([]byte, 8)}
+			p := Part{Send: send, SendCounts: []int{m, m, m}, SendDispls: []int{0, m, 2 * m}, Recv: make([]byte, m)}
 			return c.Scatterv(0, p, 1, 0)
 		},
 		follow: func(c *Comm, r int, buf []byte, elem, root int) error {
@@ -77,6 +93,9 @@ func TestInSlot(t *testing.T) {
 		want:  msg,
 		wrong: common,
 	}} {
+		if k.name != "Bcast" && 3*m > litBytes {
+			continue
+		}
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 			c := New(NewJob(), 3, spin)
 			for i := range ringSize {
@@ -94,7 +113,7 @@ func TestInSlot(t *testing.T) {
 				for i := from; i < to; i++ {
 					w, bad := k.wrong[i]
 					if r != 2 || !bad {
-						w.len, w.elem, w.root = 8, 1, 0
+						w.len, w.elem, w.root = m, 1, 0
 					}
 					buf := make([]byte, w.len)
 					var err error
@@ -147,10 +166,11 @@ func TestInSlot(t *testing.T) {
 
 // TestInSlotRace: ranks that come before a small Bcast's or Scatter's root make its
 // episode, the root that comes first makes none, and slots keep episodes many laps
-// old: every rank still gets every broadcast and block, in order, with Reduces (made
-// by whoever comes first) in between. (A rank that had loaded the slot's episode before it waited for
-// the lap once swapped out an episode that had meanwhile been reused for its own
-// call: two ranks then waited in an episode that the root never saw.)
+// old: every rank still gets every broadcast (of one line or two) and block, in
+// order, with Reduces (made by whoever comes first) in between. (A rank that had
+// loaded the slot's episode before it waited for the lap once swapped out an
+// episode that had meanwhile been reused for its own call: two ranks then waited in
+// an episode that the root never saw.)
 func TestInSlotRace(t *testing.T) {
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		const n, calls = 4, 200000
@@ -159,7 +179,7 @@ func TestInSlotRace(t *testing.T) {
 		fails := make([]error, n)
 		for r := range n {
 			wg.Go(func() {
-				buf := make([]byte, 8)
+				buf := make([]byte, 64)
 				for i := range calls {
 					if i%4999 == 0 {
 						var out []byte
@@ -187,11 +207,12 @@ func TestInSlotRace(t *testing.T) {
 						}
 						continue
 					}
+					m := 8 << (3 * (i % 2)) // 8 or 64 bytes: the slot's line, or the claim's too
 					if r == 0 {
-						buf[0], buf[7] = byte(i), byte(i>>8)
+						buf[0], buf[m-1] = byte(i), byte(i>>8)
 					}
-					if err := c.Bcast(r, buf, 1, 0); err != nil || buf[0] != byte(i) || buf[7] != byte(i>>8) {
-						fails[r] = fmt.Errorf("rank %d, call %d: Bcast gave %v (%v)", r, i, buf, err)
+					if err := c.Bcast(r, buf[:m], 1, 0); err != nil || buf[0] != byte(i) || buf[m-1] != byte(i>>8) {
+						fails[r] = fmt.Errorf("rank %d, call %d: Bcast gave %v (%v)", r, i, buf[:m], err)
 						return
 					}
 				}
