@@ -67,7 +67,14 @@ func (c *Comm) checkSource(op string, src, tag int) error {
 // received turns the engine's status of a receive into the user's, with ErrTruncate
 // when the message did not fit.
 func (c *Comm) received(st *p2p.Status, err error, op string, peer, tag int) (Status, error) {
-	s := statusOf(st)
+	var s Status
+	err = c.receivedInto(&s, st, err, op, peer, tag)
+	return s, err
+}
+
+// receivedInto is received storing the user's status in s.
+func (c *Comm) receivedInto(s *Status, st *p2p.Status, err error, op string, peer, tag int) error {
+	s.Source, s.Tag, s.Cancelled, s.bytes = st.Source, st.Tag, st.Cancelled, st.Bytes
 	switch {
 	case err != nil:
 		err = c.failed(err, op, peer, tag)
@@ -76,7 +83,7 @@ func (c *Comm) received(st *p2p.Status, err error, op string, peer, tag int) (St
 			"a %d-byte message does not fit the %d-byte receive buffer", st.Len, st.Bytes)
 	}
 	s.Err = err
-	return s, err
+	return err
 }
 
 // statusOf is the user's status of a receive that went well.
@@ -163,6 +170,7 @@ func sendrecv(c *Comm, op string, sb []byte, dest, sendtag int, rb []byte, sourc
 		return Status{}, c.failed(err, op, dest, sendtag)
 	}
 	err := c.self().Wait(&r)
-	st, _ := r.Result()
+	var st p2p.Status
+	r.Result(&st)
 	return c.received(&st, err, op, source, recvtag)
 }

@@ -228,62 +228,79 @@ func (r *Request) done() bool {
 // error, and retires the request (inactive if persistent, else consumed). err, if not
 // nil, is why waiting stopped.
 func (r *Request) finish(err error) (Status, error) {
+	var s Status
+	err = r.finishInto(&s, err)
+	return s, err
+}
+
+// finishInto is finish storing the status in s, for the hottest callers: a status
+// returned by value through two calls was copied in wider moves than its fields
+// were stored in, each waiting for those stores to leave the core.
+func (r *Request) finishInto(s *Status, err error) error {
 	if r.nbc != nil {
 		r.state = consumed
-		s := nullStatus
+		*s = nullStatus
 		s.Err = r.nbc.err
-		return s, r.nbc.err
+		return r.nbc.err
 	}
-	st := r.early.Status(r.blen)
+	var st p2p.Status // the engine's status, likewise stored in place
 	if r.r != nil {
-		var rerr error
-		st, rerr = r.r.Result()
-		if err == nil {
+		if rerr := r.r.Result(&st); err == nil {
 			err = rerr
 		}
+	} else {
+		r.early.Status(&st, r.blen)
 	}
-	var s Status
 	peer, tag := int(r.peer), int(r.tag)
 	if r.recv {
-		s, err = r.c.received(&st, err, r.name(), peer, tag)
+		err = r.c.receivedInto(s, &st, err, r.name(), peer, tag)
 	} else {
 		if err != nil {
 			err = r.c.failed(err, r.name(), peer, tag)
 		}
-		s = Status{Source: peer, Tag: tag, Cancelled: st.Cancelled, Err: err}
+		s.Source, s.Tag, s.Cancelled, s.Err = peer, tag, st.Cancelled, err
 	}
 	if r.persistent {
 		r.state = inactive
-		return s, err
+		return err
 	}
 	r.state = consumed
 	if r.r != nil && r.r.Done() { // else (after an abort) a receiver that took the send with Mprobe still holds it
 		p2p.Recycle(r.r)
 	}
 	r.r = nil
-	return s, err
+	return err
 }
 
 // Wait blocks until the operation completes and returns its status.
 func (r *Request) Wait() (Status, error) {
+	var s Status
+	err := r.waitInto(&s)
+	return s, err
+}
+
+// waitInto is Wait storing the status in s (see finishInto).
+func (r *Request) waitInto(s *Status) error {
 	if r == nil {
-		return nullStatus, nil
+		*s = nullStatus
+		return nil
 	}
 	if err := r.acquire("Wait"); err != nil {
-		return Status{}, err
+		return err
 	}
 	defer r.release()
 	if r.state == inactive {
-		return nullStatus, nil
+		*s = nullStatus
+		return nil
 	}
 	if r.nbc != nil {
 		<-r.nbc.done
-		return r.finish(nil)
+		return r.finishInto(s, nil)
 	}
 	if r.r == nil {
-		return r.finish(nil)
+		return r.finishInto(s, nil)
 	}
-	return r.finish(r.c.core.WaitWith(r.c.rank, r.r, int(r.peer)))
+	return r.finishInto(s, r.c.core.WaitWith(r.c.rank, r.r, int(r.peer)))
 }
 
 // Test reports whether the operation has completed, and if so its status, without blocking.
@@ -407,9 +424,7 @@ func Waitall(reqs ...*Request) ([]Status, error) {
 	sts := make([]Status, len(reqs))
 	var all []error
 	for i, r := range reqs {
-		var err error
-		sts[i], err = r.Wait()
-		if err != nil {
+		if err := r.waitInto(&sts[i]); err != nil {
 			sts[i].Err = err
 			all = append(all, err)
 		}

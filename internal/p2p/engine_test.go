@@ -303,3 +303,10 @@ func receive(c *Comm, me int, buf []byte, src, tag int) (Status, error) {
 	err := c.Recv(me, buf, src, tag, &st)
 	return st, err
 }
+
+// result is the status of r, which has completed.
+func result(r *Request) Status {
+	var st Status
+	r.Result(&st)
+	return st
+}

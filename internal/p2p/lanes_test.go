@@ -336,7 +336,7 @@ func TestLeftHeadQuiet(t *testing.T) {
 		}
 	}
 	Cancel(r)
-	if st, _ := r.Result(); !st.Cancelled {
+	if st := result(r); !st.Cancelled {
 		t.Fatal("the receive of tag 6 was not cancelled")
 	}
 }

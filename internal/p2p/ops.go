@@ -77,9 +77,9 @@ type Early struct {
 	cancelled bool
 }
 
-// Status returns the status of an early operation whose buffer holds blen bytes.
-func (e *Early) Status(blen int) Status {
-	return Status{Source: int(e.src), Tag: int(e.tag), Len: e.len, Bytes: min(e.len, blen), Cancelled: e.cancelled}
+// Status stores in st the status of an early operation whose buffer holds blen bytes.
+func (e *Early) Status(st *Status, blen int) {
+	st.Source, st.Tag, st.Len, st.Bytes, st.Cancelled = int(e.src), int(e.tag), e.len, min(e.len, blen), e.cancelled
 }
 
 // SendEarly sends buf as Isend would when the send completes as it starts (to
@@ -270,7 +270,7 @@ func (c *Comm) Recv(me int, buf []byte, src, tag int, st *Status) error {
 		}
 		err = ep.sleep(r, start, tagsOf(tag))
 	}
-	*st, _ = r.Result()
+	r.Result(st)
 	if r.Done() {
 		Recycle(r)
 	}
@@ -645,7 +645,8 @@ func Mrecv(m *Request, buf []byte) (Status, error) {
 	}
 	r := ep.claim(m, buf, nil)
 	err := ep.Wait(r)
-	st, _ := r.Result()
+	var st Status
+	r.Result(&st)
 	if r.Done() {
 		Recycle(r)
 	}

@@ -683,7 +683,7 @@ func TestRemoteCancelEager(t *testing.T) {
 		if err := j.worlds[0].Endpoints[0].Wait(&r); err != nil {
 			t.Fatal(err)
 		}
-		if st, _ := r.Result(); !st.Cancelled {
+		if st := result(&r); !st.Cancelled {
 			t.Fatalf("send %d: not cancelled, though no receive was posted", i)
 		}
 	}
@@ -758,7 +758,7 @@ func TestWaitWithRemote(t *testing.T) {
 	if err := c0.WaitWith(0, r, 1); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := r.Result(); st.Source != 1 || st.Tag != 5 || !bytes.Equal(buf, want) {
+	if st := result(r); st.Source != 1 || st.Tag != 5 || !bytes.Equal(buf, want) {
 		t.Fatalf("received %+v, data equal %v", st, bytes.Equal(buf, want))
 	}
 	if err := <-done; err != nil {
@@ -785,7 +785,7 @@ func TestWaitAnyRemote(t *testing.T) {
 	if err != nil || i != 1 {
 		t.Fatalf("WaitAny: %d, %v; want 1", i, err)
 	}
-	if st, _ := rs[1].Result(); st.Source != 1 || st.Tag != 6 || !bytes.Equal(bufs[1], want) || rs[0].Done() {
+	if st := result(rs[1]); st.Source != 1 || st.Tag != 6 || !bytes.Equal(bufs[1], want) || rs[0].Done() {
 		t.Fatalf("received %+v, data equal %v, other receive done %v", st, bytes.Equal(bufs[1], want), rs[0].Done())
 	}
 	if err := <-done; err != nil {

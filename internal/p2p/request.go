@@ -165,13 +165,14 @@ func (r *Request) buf() []byte { return unsafe.Slice((*byte)(r.bufp), r.blen) }
 // Done reports whether the operation has completed.
 func (r *Request) Done() bool { return r.done.Load() != 0 }
 
-// Result returns the status and error of a completed operation.
-func (r *Request) Result() (Status, error) {
-	st := Status{Len: r.mlen, Bytes: min(r.mlen, r.blen), Cancelled: r.flags&cancelled != 0}
+// Result stores in st the status of a completed operation and returns its error.
+func (r *Request) Result(st *Status) error {
+	st.Len, st.Bytes, st.Cancelled = r.mlen, min(r.mlen, r.blen), r.flags&cancelled != 0
+	st.Source, st.Tag = 0, 0
 	if r.kind == recvKind {
 		st.Source, st.Tag = int(r.key.src), int(r.key.tag)
 	}
-	return st, r.err
+	return r.err
 }
 
 // fire marks r complete and wakes its waiter. The firer stores done then loads the
