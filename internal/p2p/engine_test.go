@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -309,4 +310,35 @@ func result(r *Request) Status {
 	var st Status
 	r.Result(&st)
 	return st
+}
+
+// TestPoolCreditExactPastHalf: once the pool is half used, senders take exactly the
+// credit they charge, so that none lies idle where a sweep racing with them would
+// miss it: 300 endpoints that reserve at once, the pool past half its cap, all get
+// their credit, and the pool then lends exactly what they hold.
+func TestPoolCreditExactPastHalf(t *testing.T) {
+	const n, charge = 300, 264
+	capacity := int64(2*n*charge + 64) // half of it, and every charge, fit
+	wd := NewWorld(n, Config{EagerLimit: 1 << 10, PoolCap: capacity})
+	if wd.chunk <= charge {
+		t.Fatalf("chunk %d: the test needs chunks larger than one charge (%d)", wd.chunk, charge)
+	}
+	half := capacity/2 + 1
+	if !wd.lend(half) {
+		t.Fatal("the empty pool refused half its cap")
+	}
+	var wg sync.WaitGroup
+	failed := make([]bool, n)
+	for i, ep := range wd.Endpoints {
+		wg.Go(func() { failed[i] = !ep.reserve(charge) })
+	}
+	wg.Wait()
+	for i, f := range failed {
+		if f {
+			t.Fatalf("endpoint %d found no credit with %d of %d bytes lent", i, wd.Pooled(), capacity)
+		}
+	}
+	if got, want := wd.Pooled(), half+n*charge; got != want {
+		t.Fatalf("the pool lends %d bytes, want %d: endpoints hold credit they did not charge", got, want)
+	}
 }
