@@ -262,8 +262,8 @@ func TestCacheLineLayout(t *testing.T) {
 		}
 	}
 	var ln lane
-	if unsafe.Offsetof(ln.head) != 64 || unsafe.Offsetof(ln.slot) != 128 || unsafe.Sizeof(slot{}) != 64 {
-		t.Errorf("a lane's tail, head and slots do not have lines of their own (head at %d, slots at %d, %d bytes each)",
+	if unsafe.Offsetof(ln.slot)-unsafe.Offsetof(ln.head) != 64 || unsafe.Sizeof(slot{}) != 64 {
+		t.Errorf("a lane's head and slots do not have lines of their own (head at %d, slots at %d, %d bytes each)",
 			unsafe.Offsetof(ln.head), unsafe.Offsetof(ln.slot), unsafe.Sizeof(slot{}))
 	}
 	var b mailbox
@@ -279,8 +279,11 @@ func TestCacheLineLayout(t *testing.T) {
 	}
 	for range 100 {
 		laneSink = newLane(0) // on the heap, where lanes live
-		if p := uintptr(unsafe.Pointer(laneSink)); p%64 != 0 {
-			t.Fatalf("a lane at %#x is not line-aligned", p)
+		if p := uintptr(unsafe.Pointer(&laneSink.head)); p%64 != 0 {
+			t.Fatalf("a lane's head at %#x is not line-aligned", p)
+		}
+		if p := uintptr(unsafe.Pointer(laneSink.claims)); p%128 != 0 {
+			t.Fatalf("a lane's claims at %#x do not start a 128-byte block", p)
 		}
 	}
 	for _, n := range []int{1, 2, 3, 5, 16, 100, 1000} {

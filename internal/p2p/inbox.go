@@ -139,25 +139,27 @@ func (ep *Endpoint) eagerCopy(buf []byte, k key) *Request {
 	if !ep.reserve(chargeOf(len(buf))) {
 		return nil
 	}
-	return newCopy(buf, k)
+	m := newCopy(len(buf), k)
+	copy(m.buf(), buf)
+	return m
 }
 
-// newCopy fills a pooled eager copy with buf and envelope k.
-func newCopy(buf []byte, k key) *Request {
+// newCopy returns a pooled eager copy of envelope k with room for n bytes, for
+// the caller to fill.
+func newCopy(n int, k key) *Request {
 	m := copies.Get().(*Request)
 	m.flags = pooled
 	switch {
-	case len(buf) <= len(m.tiny):
-		m.setBuf(m.tiny[:len(buf)])
-	case len(buf) <= len(m.inline):
-		m.setBuf(m.inline[:len(buf)])
-	case cap(m.store) < len(buf):
-		m.store = make([]byte, len(buf))
+	case n <= len(m.tiny):
+		m.setBuf(m.tiny[:n])
+	case n <= len(m.inline):
+		m.setBuf(m.inline[:n])
+	case cap(m.store) < n:
+		m.store = make([]byte, n)
 		fallthrough
 	default:
-		m.setBuf(m.store[:len(buf)])
+		m.setBuf(m.store[:n])
 	}
-	copy(m.buf(), buf)
 	m.kind, m.key = eagerKind, k
 	return m
 }

@@ -161,7 +161,7 @@ func TestLaneHeadBehindClaim(t *testing.T) {
 	b := newMailbox()
 	ep.box.Store(b)
 	stamp := b.clock.n.Add(1) - 1
-	late, pos := ep.claimSlot(b.lane(laneOf(0))) // rank 2's message of tag 0, not written yet
+	late, pos := ep.claimSlot(b.lane(laneOf(0)), 1) // rank 2's message of tag 0, not written yet
 	for i, tag := range []int{0, 1} {
 		if err := c.Send(1, []byte{byte(i + 1)}, 0, tag, Standard); err != nil {
 			t.Fatal(err)
@@ -207,7 +207,7 @@ func TestParkedBehindClaim(t *testing.T) {
 			)
 			claim := func() { // rank 2's message of another tag, not written yet
 				stamp = b.clock.n.Add(1) - 1
-				late, pos = ep.claimSlot(b.lane(laneOf(0)))
+				late, pos = ep.claimSlot(b.lane(laneOf(0)), 1)
 			}
 			other := laneMate(0)
 			send := func() {

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -231,7 +232,7 @@ func TestMailboxOrderBehindClaim(t *testing.T) {
 			ep := wd.Endpoints[0]
 			ep.box.Store(newMailbox())
 			ln := ep.box.Load().lane(laneOf(0))
-			late, pos := ep.claimSlot(ln) // rank 2's message, not written yet
+			late, pos := ep.claimSlot(ln, 1) // rank 2's message, not written yet
 			if err := c.Send(1, []byte{1}, 0, 0, Standard); err != nil {
 				t.Fatal(err)
 			}
@@ -524,5 +525,114 @@ func TestEarlySendCancel(t *testing.T) {
 	}
 	if got := wd.Pooled(); got > wd.chunk {
 		t.Fatalf("after every message was received or cancelled the pool still lends %d", got)
+	}
+}
+
+// TestMailboxSpans sends messages longer than a slot holds, up to mailboxCap, through
+// a lane: received straight (bursts of them, so that they wrap round the ring), into
+// posted receives, from the unexpected queue after a merge, into a shorter buffer,
+// and past a cancelled one. Every message arrives whole, in order, with its length,
+// and each took the slots its length needs.
+func TestMailboxSpans(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 1024, PoolCap: 1 << 20, Spin: time.Millisecond})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	sendThenReceive(t, c, mailboxAfter, func() {})
+	ln := laneFor(ep, 0)
+	sizes := []int{33, 1, slotData + slotMore, mailboxCap, slotData, slotData + slotMore + 1, 200, mailboxCap - 1, 0, 89}
+	seed := 0
+	send := func(n int) {
+		t.Helper()
+		tail := ln.tail.Load()
+		seed++
+		if err := c.Send(1, fill(n, seed), 0, 0, Standard); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ln.tail.Load()-tail, spanOf(n); got != want {
+			t.Fatalf("a message of %d bytes took %d slots, want %d", n, got, want)
+		}
+	}
+	check := func(got []byte, st Status, n, seed int) {
+		t.Helper()
+		want := fill(n, seed)
+		if st.Len != n || st.Bytes != min(n, len(got)) || st.Source != 1 || !bytes.Equal(got[:st.Bytes], want[:st.Bytes]) {
+			t.Fatalf("message %d of %d bytes: status %+v, got % x, want % x", seed, n, st, got[:st.Bytes], want[:st.Bytes])
+		}
+	}
+	recv := func(n, seed, room int) {
+		t.Helper()
+		buf := make([]byte, room)
+		st, err := receive(c, 0, buf, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(buf, st, n, seed)
+	}
+	// Bursts of 1 to 5 messages, over several laps of the ring.
+	for round := range 60 {
+		first := seed + 1
+		var burst []int
+		for i := range round%5 + 1 {
+			n := sizes[(round+i)%len(sizes)]
+			send(n)
+			burst = append(burst, n)
+		}
+		for i, n := range burst {
+			recv(n, first+i, mailboxCap)
+		}
+	}
+	if ln.tail.Load() < 3*laneSlots {
+		t.Fatalf("the bursts went %d slots round the ring, want several laps", ln.tail.Load())
+	}
+	// Into posted receives.
+	reqs := make([]*Request, len(sizes))
+	bufs := make([][]byte, len(sizes))
+	for i := range sizes {
+		reqs[i], bufs[i] = NewRequest(), make([]byte, mailboxCap)
+		c.Irecv(0, bufs[i], 1, 0, reqs[i])
+	}
+	first := seed + 1
+	for _, n := range sizes {
+		send(n)
+	}
+	for i, n := range sizes {
+		if err := ep.Wait(reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+		check(bufs[i], result(reqs[i]), n, first+i)
+	}
+	// From the unexpected queue, charged to the pool by their lengths.
+	first = seed + 1
+	for _, n := range sizes[:5] {
+		send(n)
+	}
+	mergeAll(ep)
+	if ep.unexp.n != 5 {
+		t.Fatalf("%d unexpected messages after the merge, want 5", ep.unexp.n)
+	}
+	for i, n := range sizes[:5] {
+		recv(n, first+i, mailboxCap)
+	}
+	// Into a shorter buffer: the rest of the message is passed over.
+	send(mailboxCap)
+	send(100)
+	recv(mailboxCap, seed-1, 40)
+	recv(100, seed, 100)
+	// Past a cancelled message of several slots.
+	var e Early
+	if ok, err := c.SendEarly(1, fill(300, 99), 0, 0, Standard, &e); !ok || err != nil || e.ticket == 0 {
+		t.Fatalf("SendEarly of 300 bytes: %v, %v, ticket %d", ok, err, e.ticket)
+	}
+	c.CancelEarly(1, 0, 0, &e)
+	if !e.cancelled {
+		t.Fatal("a message of several slots was not cancelled")
+	}
+	send(150)
+	recv(150, seed, mailboxCap)
+	if ep.arrived() {
+		t.Fatal("messages left over")
+	}
+	if got := wd.Pooled(); got > wd.chunk {
+		t.Fatalf("after every message was received the pool still lends %d", got)
 	}
 }

@@ -670,7 +670,7 @@ func TestRemoteCancelEager(t *testing.T) {
 				return
 			default:
 			}
-			j.worlds[1].free(newCopy(make([]byte, 8), key{}))
+			j.worlds[1].free(newCopy(8, key{}))
 			runtime.Gosched()
 		}
 	})
