@@ -12,41 +12,61 @@ import (
 
 // TestMailboxKeepsPerSenderOrder has three senders stream small messages (which take
 // the mailbox when it is free and the inbox otherwise) to one receiver that takes
-// them with AnySource, and checks that each sender's messages arrive in order.
+// them with AnySource, and checks that each sender's messages arrive in order: of 8
+// bytes, and of lengths up to past mailboxCap, whose claims of several slots race.
 func TestMailboxKeepsPerSenderOrder(t *testing.T) {
 	const senders, n = 3, 3000
-	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
-		wd := NewWorld(senders+1, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: spin})
-		c := &Comm{Peers: wd.Endpoints, World: wd}
-		var wg sync.WaitGroup
-		for s := 1; s <= senders; s++ {
-			wg.Go(func() {
-				var buf [8]byte
-				for i := range n {
-					binary.LittleEndian.PutUint64(buf[:], uint64(i))
-					if err := c.Send(s, buf[:], 0, 7, Standard); err != nil {
-						t.Error(err)
-						return
-					}
+	for _, long := range []bool{false, true} {
+		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+			senderOrder(t, senders, n, long, spin)
+		}
+	}
+}
+
+// senderOrder is one run of TestMailboxKeepsPerSenderOrder: message i of a sender
+// starts with i and, when long, is 8+i%(mailboxCap+8) bytes long, the rest of
+// them the sender's rank.
+func senderOrder(t *testing.T, senders, n int, long bool, spin time.Duration) {
+	t.Helper()
+	size := func(int) int { return 8 }
+	if long {
+		size = func(i int) int { return 8 + i%(mailboxCap+8) }
+	}
+	wd := NewWorld(senders+1, Config{EagerLimit: 1024, PoolCap: 1 << 20, Spin: spin})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	var wg sync.WaitGroup
+	for s := 1; s <= senders; s++ {
+		wg.Go(func() {
+			buf := bytes.Repeat([]byte{byte(s)}, mailboxCap+16)
+			for i := range n {
+				binary.LittleEndian.PutUint64(buf, uint64(i))
+				if err := c.Send(s, buf[:size(i)], 0, 7, Standard); err != nil {
+					t.Error(err)
+					return
 				}
-			})
-		}
-		next := make([]uint64, senders+1)
-		var buf [8]byte
-		for range senders * n {
-			st, err := receive(c, 0, buf[:], AnySource, 7)
-			if err != nil {
-				t.Fatal(err)
 			}
-			if got := binary.LittleEndian.Uint64(buf[:]); got != next[st.Source] {
-				t.Fatalf("spin %v: from rank %d got message %d, want %d", spin, st.Source, got, next[st.Source])
-			}
-			next[st.Source]++
+		})
+	}
+	next := make([]uint64, senders+1)
+	buf := make([]byte, mailboxCap+16)
+	for range senders * n {
+		st, err := receive(c, 0, buf, AnySource, 7)
+		if err != nil {
+			t.Fatal(err)
 		}
-		wg.Wait()
-		if wd.Endpoints[0].arrived() {
-			t.Fatal("messages left over")
+		i := next[st.Source]
+		if got := binary.LittleEndian.Uint64(buf); got != i {
+			t.Fatalf("spin %v, long %v: from rank %d got message %d, want %d", spin, long, st.Source, got, i)
 		}
+		want := bytes.Repeat([]byte{byte(st.Source)}, size(int(i))-8)
+		if st.Bytes != size(int(i)) || !bytes.Equal(buf[8:st.Bytes], want) {
+			t.Fatalf("spin %v, long %v: message %d from rank %d has %d bytes % x, want %d", spin, long, i, st.Source, st.Bytes, buf[8:st.Bytes], size(int(i)))
+		}
+		next[st.Source]++
+	}
+	wg.Wait()
+	if wd.Endpoints[0].arrived() {
+		t.Fatal("messages left over")
 	}
 }
 
