@@ -470,9 +470,8 @@ func (ep *Endpoint) takeSlot(ln *lane, s *slot, pos uint64, pat *key, buf []byte
 	k := s.key
 	switch r := ep.takePosted(k); {
 	case r != nil:
-		r.key, r.mlen = k, s.len()
 		ln.copyOut(r.buf(), s, pos)
-		r.fire()
+		r.delivered(k, s.len())
 		done = true
 	case pat != nil && matches(*pat, k):
 		ln.receive(s, pos, buf, st)

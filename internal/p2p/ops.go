@@ -203,7 +203,13 @@ func (c *Comm) sendDirect(me int, buf []byte, dest, tag int, mode Mode, r *Reque
 // deliver copies message data with envelope k into the posted receive r and completes it.
 func deliver(r *Request, data []byte, k key) {
 	copyShared(r.buf(), data, r)
-	r.key, r.mlen = k, len(data)
+	r.delivered(k, len(data))
+}
+
+// delivered completes the posted receive r, into whose buffer a message of envelope
+// k and n bytes has been copied (as far as it fits).
+func (r *Request) delivered(k key, n int) {
+	r.key, r.mlen = k, n
 	r.fire()
 }
 
