@@ -74,7 +74,7 @@ func (c *Comm) received(st *p2p.Status, err error, op string, peer, tag int) (St
 
 // receivedInto is received storing the user's status in s.
 func (c *Comm) receivedInto(s *Status, st *p2p.Status, err error, op string, peer, tag int) error {
-	s.Source, s.Tag, s.Cancelled, s.bytes = st.Source, st.Tag, st.Cancelled, st.Bytes
+	*s = statusOf(st)
 	switch {
 	case err != nil:
 		err = c.failed(err, op, peer, tag)
