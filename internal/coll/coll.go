@@ -131,8 +131,9 @@ type Comm struct {
 	spare [2][ringSize]atomic.Pointer[episode] // what left each slot in the last two laps (see reuse)
 
 	// claims are, by slot, the episode whose root's copy the slot holds or is
-	// getting, plus one (see litLeave), and the end of a copy longer than the slot
-	// holds: a line each, written by roots only.
+	// getting, plus one (see litLeave), or flagged slotTag, whose small Reduce it
+	// holds (slotreduce.go), and the end of a copy longer than the slot holds: a
+	// line each, written by roots and by the ranks that open a slot for a Reduce.
 	claims [ringSize]claim
 }
 
@@ -248,6 +249,7 @@ const (
 	bcast
 	reduce
 	allreduce
+	slotWait // the root of a small Reduce through the ring slot waits here (slotreduce.go)
 )
 
 // Kind names a collective, for internal/xcoll: its calls across procs name
@@ -290,7 +292,7 @@ func (k kind) String() string {
 		return "Barrier"
 	case bcast:
 		return "Bcast"
-	case reduce:
+	case reduce, slotWait:
 		return "Reduce"
 	case allreduce:
 		return "Allreduce"

@@ -63,6 +63,11 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		}
 		return nil
 	}
+	if k == reduce && c.slotFits(len(send), elem) {
+		if ok, err := c.reduceInSlot(rank, root, send, recv, elem, fn); ok {
+			return err
+		}
+	}
 	width := -1
 	if k == reduce && len(send) <= reduceEager || k == allreduce && c.spin > 0 && c.n*len(send) <= nearBytes {
 		width = len(send)
@@ -70,6 +75,9 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 	e := c.join(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
+	}
+	if v := c.ring[e.seq%ringSize].lit.Load(); slotOpen(v, e.seq) { // the others went through the slot
+		return c.slotAside(e, rank, root, len(send), elem, v)
 	}
 	c.check(e, rank, k, root, elem)
 	if e.small && k == allreduce {
@@ -307,19 +315,26 @@ func (c *Comm) foldSmall(e *episode, rank int, send, recv []byte) (err *errs.Err
 	} else if bad, got := e.misfit(len(send)); bad >= 0 {
 		return mismatchOf(e, rank, len(send), bad, got)
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = opPanic(e.kind.String(), p)
-		}
-	}()
 	w := e.width
 	if e.kind == reduce {
 		copy(e.slab[rank*w:], send) // the root's piece of the slab is free, and recv may be send
 	}
+	return fold(e.kind, e.slab, c.n, w, recv, e.fn)
+}
+
+// fold folds n pieces of w bytes, slab's, into recv in rank order: recv gets
+// piece 0 op (piece 1 op (... op piece n-1)), as MPI requires of an operation that
+// does not commute. A panic of fn is the fault.
+func fold(k kind, slab []byte, n, w int, recv []byte, fn func(in, inout []byte)) (err *errs.Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = opPanic(k.String(), p)
+		}
+	}()
 	acc := recv[:w]
-	copy(acc, e.slab[(c.n-1)*w:])
-	for r := c.n - 2; r >= 0; r-- {
-		e.fn(e.slab[r*w:(r+1)*w], acc)
+	copy(acc, slab[(n-1)*w:])
+	for r := n - 2; r >= 0; r-- {
+		fn(slab[r*w:(r+1)*w], acc)
 	}
 	return nil
 }

@@ -34,8 +34,9 @@ func inOrder(n int) []byte {
 }
 
 // reduceAll runs a Reduce on n ranks, rank r contributing send(r); first, if not
-// negative, calls first and the others wait until it has joined. It returns the
-// root's recv and every rank's error.
+// negative, calls first and the others wait until it has joined, or opened the ring
+// slot (a small Reduce through the slot counts its root in at the end). It returns
+// the root's recv and every rank's error.
 func reduceAll(c *Comm, n, root, first int, send func(r int) []byte, inPlace bool) ([]byte, []error) {
 	errs := make([]error, n)
 	var recv []byte
@@ -44,7 +45,7 @@ func reduceAll(c *Comm, n, root, first int, send func(r int) []byte, inPlace boo
 	for r := range n {
 		wg.Go(func() {
 			if first >= 0 && r != first {
-				for c.ranks[first].seq.Load() == joined {
+				for c.ranks[first].seq.Load() == joined && c.claims[joined%ringSize].s.Load() != slotTag|(joined+1) {
 					time.Sleep(time.Millisecond)
 				}
 			}

@@ -1,0 +1,190 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weft-mpi/weft/internal/errs"
+)
+
+// TestReduceInSlot: small Reduces go through the ring slot, lap after lap, at
+// every root, and give every sum, with and without spinning ranks.
+func TestReduceInSlot(t *testing.T) {
+	const n, calls = 4, 3 * ringSize
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		c := New(NewJob(), n, spin)
+		got := make([][]byte, calls)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				for i := range calls {
+					root, out := i%n, []byte(nil)
+					if r == root {
+						out = make([]byte, 8)
+						got[i] = out
+					}
+					send := []byte{byte(i), byte(r), 1, 2, 3, 4, 5, byte(r * i)}
+					if err := c.Reduce(r, send, out, 1, sum, root); err != nil {
+						t.Errorf("spin %v, call %d: rank %d: %v", spin, i, r, err)
+						return
+					}
+				}
+			})
+		}
+		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Reduces", spin))
+		for i, b := range got {
+			want := []byte{byte(n * i), 0 + 1 + 2 + 3, n, 2 * n, 3 * n, 4 * n, 5 * n, byte(6 * i)}
+			if string(b) != string(want) {
+				t.Fatalf("spin %v, call %d: root %d got %v, want %v", spin, i, i%n, b, want)
+			}
+		}
+		if c.ring[0].lit.Load()&slotTag == 0 {
+			t.Fatalf("spin %v: the Reduces did not go through the slot", spin)
+		}
+		// A small Bcast's root still leaves its copy in a slot that a Reduce held.
+		s := c.ranks[0].seq.Load()
+		for r := range n {
+			wg.Go(func() {
+				if err := c.Bcast(r, []byte{7}, 1, 0); err != nil {
+					t.Errorf("spin %v: Bcast after: rank %d: %v", spin, r, err)
+				}
+			})
+		}
+		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Bcast after", spin))
+		if !c.ring[s%ringSize].holds(s) {
+			t.Fatalf("spin %v: the Bcast after the Reduces did not go through the slot", spin)
+		}
+	}
+}
+
+// TestReduceInSlotFaults: when one rank's small Reduce differs from the others'
+// (its length, both short enough for the slot, or too long for it; its root; its
+// element size), or the rank calls another collective, the root gets an error,
+// whether the odd rank is the root or not, and whoever came first; nobody hangs,
+// and the communicator goes on working. (An odd rank other than the root may have
+// left before anybody saw the difference, as the others of a small Reduce leave at
+// once.)
+func TestReduceInSlotFaults(t *testing.T) {
+	const n, root = 4, 1
+	type call func(c *Comm, r int) error
+	reduce := func(send []byte, elem, root int) call {
+		return func(c *Comm, r int) error {
+			var out []byte
+			if r == root {
+				out = make([]byte, len(send))
+			}
+			return c.Reduce(r, send, out, elem, sum, root)
+		}
+	}
+	cases := []struct {
+		name     string
+		odd      call
+		class    errs.Class
+		namesOdd bool // the root's error names the odd rank, when that is not the root
+	}{
+		{"length", reduce(make([]byte, 4), 1, root), errs.Count, true},
+		{"long", reduce(make([]byte, 12), 1, root), errs.Count, true},
+		{"root", reduce(make([]byte, 8), 1, 3), errs.Root, false},
+		{"element size", reduce(make([]byte, 8), 2, root), errs.Count, false},
+		{"Bcast", func(c *Comm, r int) error { return c.Bcast(r, make([]byte, 8), 1, 0) }, errs.Arg, false},
+		{"Barrier", func(c *Comm, r int) error { return c.Barrier(r) }, errs.Arg, false},
+	}
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		for _, tc := range cases {
+			for _, odd := range []int{2, root} {
+				if odd == root && tc.name == "root" {
+					continue // the root's own call names another root: nobody waits
+				}
+				for _, first := range []int{odd, 3, -1} {
+					c := New(NewJob(), n, spin)
+					s := c.ranks[0].seq.Load()
+					opened := func() bool {
+						return c.ranks[first].seq.Load() != s || c.claims[s%ringSize].s.Load() != 0
+					}
+					results := make([]error, n)
+					var wg sync.WaitGroup
+					for r := range n {
+						wg.Go(func() {
+							for first >= 0 && r != first && !opened() {
+								time.Sleep(time.Millisecond)
+							}
+							if r == odd {
+								results[r] = tc.odd(c, r)
+							} else {
+								results[r] = reduce(make([]byte, 8), 1, root)(c, r)
+							}
+						})
+					}
+					what := fmt.Sprintf("spin %v, odd %s at rank %d, first %d", spin, tc.name, odd, first)
+					awaitRanks(t, &wg, 10*time.Second, what)
+					var e *errs.Error
+					if !errors.As(results[root], &e) || e.Class != tc.class || tc.namesOdd && odd != root && (e.Peer != odd || !strings.Contains(e.Detail, "rank 2 has")) {
+						t.Fatalf("%s: the root returned %v, want an error of class %v", what, results[root], tc.class)
+					}
+					// And on: a Reduce of every rank through the slot.
+					outs := make([]byte, 8)
+					for r := range n {
+						wg.Go(func() {
+							var out []byte
+							if r == root {
+								out = outs
+							}
+							results[r] = c.Reduce(r, []byte{1, 1, 1, 1, 1, 1, 1, byte(r)}, out, 1, sum, root)
+						})
+					}
+					awaitRanks(t, &wg, 10*time.Second, what+": the Reduce after")
+					for r, err := range results {
+						if err != nil {
+							t.Fatalf("%s: the Reduce after: rank %d: %v", what, r, err)
+						}
+					}
+					if want := []byte{n, n, n, n, n, n, n, 0 + 1 + 2 + 3}; string(outs) != string(want) {
+						t.Fatalf("%s: the Reduce after gave %v, want %v", what, outs, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestReduceInSlotAbort: a root waiting in the slot for a rank that never comes is
+// released by Job.Abort with ErrAborted.
+func TestReduceInSlotAbort(t *testing.T) {
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		j := NewJob()
+		c := New(j, 4, spin)
+		done := make(chan error, 3)
+		for r := range 3 {
+			go func() {
+				var out []byte
+				if r == 0 {
+					out = make([]byte, 8)
+				}
+				done <- c.Reduce(r, make([]byte, 8), out, 1, sum, 0)
+			}()
+		}
+		for range 2 { // the others leave at once
+			if err := <-done; err != nil {
+				t.Fatalf("spin %v: a rank other than the root: %v", spin, err)
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("spin %v: the root returned %v before the last rank came", spin, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		j.Abort()
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrAborted) {
+				t.Fatalf("spin %v: the root returned %v, want ErrAborted", spin, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("spin %v: the root still waits after Abort", spin)
+		}
+	}
+}
