@@ -273,6 +273,11 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
+	if (k == scan || k == exscan) && c.slotFits(len(p.Send), elem) {
+		if ok, err := c.reduceInSlot(k, rank, 0, p.Send, p.Recv, elem, fn); ok {
+			return err
+		}
+	}
 	width := -1 // a small exchange: see join
 	if c.n <= exchangeEagerRanks && max(len(p.Send), len(p.Recv)) <= exchangeEager {
 		width = 0
@@ -284,6 +289,10 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	e := c.take(rank, k, root, elem, fn, width)
 	if e == nil {
 		return ErrAborted
+	}
+	if v := c.ring[e.seq%ringSize].lit.Load(); slotted(k) && slotOpen(v, e.seq) { // the others went through the slot
+		c.count(rank, e.seq)
+		return c.slotAside(e, k, rank, root, len(p.Send), elem, v)
 	}
 	if c.unlit(e, rank, k, root, elem, p.Recv) { // a Scatter's root left its copy in the slot
 		return nil

@@ -64,7 +64,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		return nil
 	}
 	if k == reduce && c.slotFits(len(send), elem) {
-		if ok, err := c.reduceInSlot(rank, root, send, recv, elem, fn); ok {
+		if ok, err := c.reduceInSlot(reduce, rank, root, send, recv, elem, fn); ok {
 			return err
 		}
 	}
@@ -77,7 +77,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		return ErrAborted
 	}
 	if v := c.ring[e.seq%ringSize].lit.Load(); slotOpen(v, e.seq) { // the others went through the slot
-		return c.slotAside(e, rank, root, len(send), elem, v)
+		return c.slotAside(e, k, rank, root, len(send), elem, v)
 	}
 	c.check(e, rank, k, root, elem)
 	if e.small && k == allreduce {

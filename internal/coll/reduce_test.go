@@ -272,7 +272,8 @@ func checkGather(t *testing.T, c *Comm, root int) {
 // 2 must fail, not fold what the slab holds there. The order is forced: rank 1
 // makes the episode and waits for rank 0, rank 3 records itself as odd and waits,
 // rank 0 leaves, rank 2 comes (the episode's start still shut: rank 4 is missing),
-// then rank 4. Every rank but rank 0, which needs nobody, learns of rank 3.
+// then rank 4. Every rank but rank 0, which needs nobody, learns of rank 3. (The
+// pieces are long enough that the Scan goes through an episode, not the slot.)
 func TestScanSmallOddPiece(t *testing.T) {
 	const n = 5
 	c := New(NewJob(), n, 0)
@@ -284,16 +285,16 @@ func TestScanSmallOddPiece(t *testing.T) {
 	outcomes := make([]error, n)
 	var wg sync.WaitGroup
 	seq := c.ranks[1].seq.Load()
-	wg.Go(func() { outcomes[1] = scan(1, 4) })
+	wg.Go(func() { outcomes[1] = scan(1, 16) })
 	joinedBy(c, 1, seq)
 	e := c.ring[seq%ringSize].p.Load()
-	wg.Go(func() { outcomes[3] = scan(3, 8) })
+	wg.Go(func() { outcomes[3] = scan(3, 32) })
 	for e.odd.Load() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	outcomes[0] = scan(0, 2)
-	outcomes[2] = scan(2, 4)
-	outcomes[4] = scan(4, 4)
+	outcomes[0] = scan(0, 8)
+	outcomes[2] = scan(2, 16)
+	outcomes[4] = scan(4, 16)
 	wg.Wait()
 	if outcomes[0] != nil {
 		t.Errorf("rank 0, which needs nobody, returned %v", outcomes[0])
