@@ -188,3 +188,64 @@ func TestReduceInSlotAbort(t *testing.T) {
 		}
 	}
 }
+
+// TestScanInSlotFaults: when rank 1's small Scan differs from the others' (its
+// length, both short enough for the slot, or too long for it), or rank 1 calls an
+// Exscan or a Reduce, rank 3, which waits for rank 1's contribution, gets an error,
+// whoever came first; nobody hangs, and Scans and Exscans go on giving every rank
+// the product of the ranks before it, in rank order, through the slot.
+func TestScanInSlotFaults(t *testing.T) {
+	const n, odd, last = 4, 1, 3
+	prefix := func(k kind, length int) func(c *Comm, r int) error {
+		return func(c *Comm, r int) error {
+			p := Part{Send: make([]byte, length), Recv: make([]byte, length)}
+			copy(p.Send, matrix(r))
+			if k == exscan {
+				return c.Exscan(r, p, 4, matmul)
+			}
+			return c.Scan(r, p, 4, matmul)
+		}
+	}
+	cases := []struct {
+		name  string
+		odd   func(c *Comm, r int) error
+		class errs.Class
+	}{
+		{"length", prefix(scan, 8), errs.Count},
+		{"long", prefix(scan, 12), errs.Count},
+		{"Exscan", prefix(exscan, 4), errs.Arg},
+		{"Reduce", func(c *Comm, r int) error { return c.Reduce(r, matrix(r), nil, 4, matmul, 0) }, errs.Arg},
+	}
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		for _, tc := range cases {
+			for _, first := range []int{odd, last, -1} {
+				c := New(NewJob(), n, spin)
+				s := c.ranks[0].seq.Load()
+				opened := func() bool {
+					return c.ranks[first].seq.Load() != s || c.claims[s%ringSize].s.Load() != 0
+				}
+				results := make([]error, n)
+				var wg sync.WaitGroup
+				for r := range n {
+					wg.Go(func() {
+						for first >= 0 && r != first && !opened() {
+							time.Sleep(time.Millisecond)
+						}
+						if r == odd {
+							results[r] = tc.odd(c, r)
+						} else {
+							results[r] = prefix(scan, 4)(c, r)
+						}
+					})
+				}
+				what := fmt.Sprintf("spin %v, odd %s, first %d", spin, tc.name, first)
+				awaitRanks(t, &wg, 10*time.Second, what)
+				var e *errs.Error
+				if !errors.As(results[last], &e) || e.Class != tc.class {
+					t.Fatalf("%s: rank %d returned %v, want an error of class %v", what, last, results[last], tc.class)
+				}
+				scanAll(t, c, n)
+			}
+		}
+	}
+}
