@@ -742,6 +742,11 @@ func (c *Comm) Barrier(rank int) error {
 	if c.n == 1 {
 		return nil
 	}
+	if c.n <= slotRanks && c.spin > 0 { // see slotEveryone
+		if ok, err := c.reduceInSlot(barrier, rank, 0, nil, nil, 0, nil); ok {
+			return err
+		}
+	}
 	e := c.join(rank, barrier, 0, 0, nil, -1)
 	if e == nil {
 		return ErrAborted

@@ -162,7 +162,7 @@ func (c *Comm) copyLong(s uint64, r *ringSlot, dst []byte, at int) {
 // call differs, it records the fault in e, where the rank finds it.
 func (c *Comm) unlit(e *episode, rank int, k kind, root, elem int, buf []byte) bool {
 	r := &c.ring[e.seq%ringSize]
-	if v := r.lit.Load(); slotOpen(v, e.seq) && !slotted(k) { // a small reduction went through the slot (reduce and exchange find it for theirs)
+	if v := r.lit.Load(); slotOpen(v, e.seq) && !reduces(k) { // a small reduction went through the slot (reduce and exchange find it for theirs)
 		e.fail(slotOther(e, rank, k, root, elem, v))
 		return false
 	}

@@ -411,8 +411,9 @@ func TestSmallExchangeStress(t *testing.T) {
 }
 
 // allreduceAll runs an Allreduce on c's n ranks, rank r contributing send(r), and
-// returns every rank's recv and error, and whether the episode was a small one.
-func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []error, bool) {
+// returns every rank's recv and error, and the way it went: through the ring slot,
+// a small episode or the general path.
+func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []error, string) {
 	n := c.Size()
 	recvs, errs := make([][]byte, n), make([]error, n)
 	seq := c.ranks[0].seq.Load()
@@ -429,23 +430,36 @@ func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []e
 		})
 	}
 	wg.Wait()
-	return recvs, errs, c.ring[seq%ringSize].p.Load().small
+	switch e := c.ring[seq%ringSize].p.Load(); {
+	case slotOpen(c.ring[seq%ringSize].lit.Load(), seq):
+		return recvs, errs, "slot"
+	case e.small:
+		return recvs, errs, "small"
+	}
+	return recvs, errs, "general"
 }
 
-// TestAllreduceSmall: an Allreduce whose pieces fit the line of the arrivals, on
-// ranks that spin, gives every rank the fold in rank order, in place or not, as the
-// general path does just past that size; a rank whose length differs fails it on
-// every rank, with the same fault naming that rank's length (beside the length of
-// the first to arrive, or of another rank that differs from it), and the
+// TestAllreduceSmall: an Allreduce whose pieces fit the ring slot, or the line of
+// the arrivals on ranks that spin, gives every rank the fold in rank order, in place
+// or not, as the general path does just past that size; a rank whose length differs
+// fails it on every rank, with a fault naming that rank's length (beside the length
+// of the first to arrive, or of another rank that differs from it), and the
 // communicator goes on working.
 func TestAllreduceSmall(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(nearBytes/4 + 1)) // a processor per rank
 	for _, n := range []int{2, 4, nearBytes / 4, nearBytes/4 + 1} {
 		c := New(NewJob(), n, 20*time.Microsecond)
 		for _, inPlace := range []bool{false, true} {
-			recvs, errs, small := allreduceAll(c, matrix, inPlace)
-			if small != (n*4 <= nearBytes) {
-				t.Fatalf("%d ranks: small %v", n, small)
+			recvs, errs, way := allreduceAll(c, matrix, inPlace)
+			want := "general"
+			switch {
+			case n*4 <= litSlot:
+				want = "slot"
+			case n*4 <= nearBytes:
+				want = "small"
+			}
+			if way != want {
+				t.Fatalf("%d ranks: went through %s, want %s", n, way, want)
 			}
 			for r := range n {
 				if errs[r] != nil || string(recvs[r]) != string(inOrder(n)) {

@@ -34,6 +34,15 @@ import (
 // reduction) and fails its episode, or the slot's ranks find that episode when they
 // set their bits and fail it: the waiting ranks find the fault there.
 
+// slotEveryone: an Allreduce or a Barrier, where every rank waits for every other,
+// goes through the slot only on ranks that have a processor each (and spin): there
+// 2 ranks' Allreduce of 8 bytes took 0.242 µs against 0.325 through an episode, and
+// their Barrier 0.200 against 0.256 (Open MPI 0.208 and 0.161), but with more ranks
+// than processors nearly every call had a rank make the episode to park on, where a
+// Barrier's ranks mostly find their counter complete after one yield: 4 ranks on 2
+// processors 0.393 against 0.365 µs, 16 ranks 3.34 against 2.14, Allreduce 0.573
+// against 0.513.
+
 // slotRanks is the most ranks whose reduction may go through the slot: one bit each.
 const slotRanks = 16
 
@@ -46,36 +55,35 @@ const slotRanks = 16
 const (
 	slotTag     = 1 << 63
 	slotFault   = 1 << 62
-	slotSeqMask = 1<<24 - 1
-	slotCall    = slotTag | 3<<56 | slotSeqMask<<32 | (1<<32 - 1<<16) // all but the bits, the opener and the fault
+	slotSeqMask = 1<<23 - 1
+	slotCall    = slotTag | 7<<55 | slotSeqMask<<32 | (1<<32 - 1<<16) // all but the bits, the opener and the fault
 )
 
-// slotted reports whether collectives of kind k may go through the slot.
-func slotted(k kind) bool { return k == reduce || k == scan || k == exscan }
+// slotKinds are the collectives that may go through the slot, by their code in the word.
+var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier}
+
+// slotCode is k's code in the word.
+func slotCode(k kind) int {
+	for i, sk := range slotKinds {
+		if sk == k {
+			return i
+		}
+	}
+	return len(slotKinds)
+}
+
+// reduces reports whether k is a reduction: a rank that calls one through an
+// episode looks at the slot itself (reduce, exchange), with its length.
+func reduces(k kind) bool { return k == reduce || k == allreduce || k == scan || k == exscan }
 
 // slotWord is the word that opener puts in episode s's slot for a small reduction
 // of kind k and root, with contributions of w bytes of elements of elem bytes.
 func slotWord(s uint64, k kind, root, w, elem, opener int) uint64 {
-	code := uint64(0)
-	switch k {
-	case scan:
-		code = 1
-	case exscan:
-		code = 2
-	}
-	return slotTag | uint64(opener)<<58 | code<<56 | (s&slotSeqMask)<<32 | uint64(elem)<<26 | uint64(w)<<20 | uint64(root)<<16
+	return slotTag | uint64(opener)<<58 | uint64(slotCode(k))<<55 | (s&slotSeqMask)<<32 | uint64(elem)<<26 | uint64(w)<<20 | uint64(root)<<16
 }
 
-// slotKind is the kind of the reduction whose word is v.
-func slotKind(v uint64) kind {
-	switch v >> 56 & 3 {
-	case 1:
-		return scan
-	case 2:
-		return exscan
-	}
-	return reduce
-}
+// slotKind is the kind of the collective whose word is v.
+func slotKind(v uint64) kind { return slotKinds[min(int(v>>55&7), len(slotKinds)-1)] }
 
 // slotOpen reports whether v is the word of episode s's small reduction.
 func slotOpen(v, s uint64) bool { return v&(slotTag|slotSeqMask<<32) == slotTag|(s&slotSeqMask)<<32 }
@@ -92,7 +100,7 @@ func (c *Comm) slotFits(w, elem int) bool {
 // where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
 	s := c.ranks[rank].seq.Load()
-	if !c.free(s) {
+	if c.job.aborted.Load() || !c.free(s) {
 		return true, ErrAborted
 	}
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
@@ -155,7 +163,7 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	switch {
 	case k == reduce && rank != root, k == exscan && rank == 0:
 		return nil
-	case k == reduce:
+	case k == reduce, k == allreduce, k == barrier:
 		pieces = c.n
 	case k == exscan:
 		pieces = rank
@@ -182,6 +190,9 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 		if !ok || e.fault.Load() != nil {
 			return c.outcome(e, rank, ok)
 		}
+	}
+	if k == barrier {
+		return nil
 	}
 	if err := fold(k, r.data[:], pieces, w, recv, fn); err != nil {
 		err.Rank = rank

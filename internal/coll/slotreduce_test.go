@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +70,7 @@ func TestReduceInSlot(t *testing.T) {
 // left before anybody saw the difference, as the others of a small Reduce leave at
 // once.)
 func TestReduceInSlotFaults(t *testing.T) {
-	const n, root = 4, 1
+	const n, root, last = 4, 1, -2 // last: the odd rank calls once the others have returned
 	type call func(c *Comm, r int) error
 	reduce := func(send []byte, elem, root int) call {
 		return func(c *Comm, r int) error {
@@ -99,16 +100,26 @@ func TestReduceInSlotFaults(t *testing.T) {
 				if odd == root && tc.name == "root" {
 					continue // the root's own call names another root: nobody waits
 				}
-				for _, first := range []int{odd, 3, -1} {
+				for _, first := range []int{odd, 3, -1, last} {
+					if first == last && odd != root {
+						continue // the others wait for the odd rank
+					}
 					c := New(NewJob(), n, spin)
 					s := c.ranks[0].seq.Load()
 					opened := func() bool {
 						return c.ranks[first].seq.Load() != s || c.claims[s%ringSize].s.Load() != 0
 					}
 					results := make([]error, n)
-					var wg sync.WaitGroup
+					var wg, others sync.WaitGroup
+					others.Add(n - 1)
 					for r := range n {
 						wg.Go(func() {
+							switch {
+							case first == last && r == odd:
+								others.Wait()
+							case first == last:
+								defer others.Done()
+							}
 							for first >= 0 && r != first && !opened() {
 								time.Sleep(time.Millisecond)
 							}
@@ -172,6 +183,11 @@ func TestReduceInSlotAbort(t *testing.T) {
 				t.Fatalf("spin %v: a rank other than the root: %v", spin, err)
 			}
 		}
+		defer func() { // and a rank that comes after the end gets ErrAborted
+			if err := c.Reduce(3, make([]byte, 8), nil, 1, sum, 0); !errors.Is(err, ErrAborted) {
+				t.Errorf("spin %v: the last rank, after Abort, returned %v, want ErrAborted", spin, err)
+			}
+		}()
 		select {
 		case err := <-done:
 			t.Fatalf("spin %v: the root returned %v before the last rank came", spin, err)
@@ -246,6 +262,77 @@ func TestScanInSlotFaults(t *testing.T) {
 				}
 				scanAll(t, c, n)
 			}
+		}
+	}
+}
+
+// TestEveryoneInSlot: on ranks with a processor each, Barriers and Allreduces go
+// through the slot, lap after lap, and give every rank the fold in rank order; a
+// rank calling a Barrier where the others call an Allreduce gets an error, as does
+// every other rank, whoever came first; Job.Abort releases ranks waiting there.
+func TestEveryoneInSlot(t *testing.T) {
+	const n = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	c := New(NewJob(), n, 20*time.Microsecond)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			for i := range 2 * ringSize {
+				if err := c.Barrier(r); err != nil {
+					t.Errorf("Barrier %d: rank %d: %v", i, r, err)
+					return
+				}
+				got := make([]byte, 4)
+				if err := c.Allreduce(r, matrix(r), got, 4, matmul); err != nil || string(got) != string(inOrder(n)) {
+					t.Errorf("Allreduce %d: rank %d got %v (%v), want %v", i, r, got, err, inOrder(n))
+					return
+				}
+			}
+		})
+	}
+	awaitRanks(t, &wg, 20*time.Second, "the Barriers and Allreduces")
+	if s := c.ranks[0].seq.Load() - 1; !slotOpen(c.ring[s%ringSize].lit.Load(), s) {
+		t.Fatal("the Allreduces did not go through the slot")
+	}
+	for _, first := range []int{1, 3, -1} {
+		s := c.ranks[0].seq.Load()
+		results := make([]error, n)
+		for r := range n {
+			wg.Go(func() {
+				for first >= 0 && r != first && c.ranks[first].seq.Load() == s && c.claims[s%ringSize].s.Load() != slotTag|(s+1) {
+					time.Sleep(time.Millisecond)
+				}
+				if r == 1 {
+					results[r] = c.Barrier(r)
+				} else {
+					results[r] = c.Allreduce(r, matrix(r), make([]byte, 4), 4, matmul)
+				}
+			})
+		}
+		awaitRanks(t, &wg, 10*time.Second, fmt.Sprintf("first %d: a Barrier among Allreduces", first))
+		for r, err := range results {
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Class != errs.Arg {
+				t.Fatalf("first %d: a Barrier among Allreduces: rank %d returned %v, want an error of class %v", first, r, err, errs.Arg)
+			}
+		}
+	}
+	j := NewJob()
+	c = New(j, n, 20*time.Microsecond)
+	done := make(chan error, n-1)
+	for r := range n - 1 {
+		go func() { done <- c.Barrier(r) }()
+	}
+	time.Sleep(50 * time.Millisecond)
+	j.Abort()
+	for range n - 1 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrAborted) {
+				t.Fatalf("a rank waiting in the slot's Barrier returned %v, want ErrAborted", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a rank still waits in the slot's Barrier after Abort")
 		}
 	}
 }
