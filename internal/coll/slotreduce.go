@@ -9,12 +9,14 @@ import (
 )
 
 // A small Reduce, Scan or Exscan (at most slotRanks ranks, whose contributions fit
-// litSlot bytes together) needs no episode, as a small Bcast needs none (lit.go):
+// litSlot bytes together), and on ranks that spin a small Allreduce or a Barrier
+// (see slotEveryone), needs no episode, as a small Bcast needs none (lit.go):
 // every rank leaves its contribution in the ring slot, at its rank's place, and
 // sets its bit in the slot's lit word, which also carries the episode's number and
 // the call (kind, root, length, element size); a rank that needs the others'
-// contributions (a Reduce's root, a Scan's rank r: those of ranks 0 to r) folds them
-// once their bits are set. The first rank to come claims the slot as a Bcast's root
+// contributions (a Reduce's root, a Scan's rank r: those of ranks 0 to r, every rank
+// of an Allreduce) folds them once their bits are set, and a Barrier's ranks return
+// once every bit is. The first rank to come claims the slot as a Bcast's root
 // does (litLeave, with the claim flagged slotTag), so that no root of another
 // collective writes a copy there meanwhile, and opens it. An episode's first line,
 // written by its maker on one core and read by every rank on the others, and the
