@@ -249,7 +249,7 @@ const (
 	bcast
 	reduce
 	allreduce
-	slotWait // the root of a small Reduce through the ring slot waits here (slotreduce.go)
+	slotWait // the ranks of a small reduction or Barrier through the ring slot wait here (slotreduce.go)
 )
 
 // Kind names a collective, for internal/xcoll: its calls across procs name
