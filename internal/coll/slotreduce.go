@@ -48,12 +48,12 @@ import (
 // slotRanks is the most ranks whose reduction may go through the slot: one bit each.
 const slotRanks = 16
 
-// The lit word of a slot that holds a small reduction: bits 0-15 the ranks that
-// have left their contributions, then the call's root (4 bits), length and element
-// size (6 bits each), the episode's number modulo 2^24 (a rank is never a lap
-// behind the slot it looks at), its kind (2 bits: Reduce, Scan, Exscan), the rank
-// that opened the slot (4 bits), slotFault and slotTag, which no episode number
-// has. A claim flagged slotTag holds the slot for a small reduction.
+// The lit word of a slot that holds a small reduction or Barrier: bits 0-15 the
+// ranks that have left their contributions, then the call's root (4 bits), length
+// and element size (6 bits each), the episode's number modulo 2^23 (a rank is never
+// a lap behind the slot it looks at), its kind (3 bits: its index in slotKinds), the
+// rank that opened the slot (4 bits), slotFault and slotTag, which no episode number
+// has. A claim flagged slotTag holds the slot for such a call.
 const (
 	slotTag     = 1 << 63
 	slotFault   = 1 << 62
@@ -64,7 +64,8 @@ const (
 // slotKinds are the collectives that may go through the slot, by their code in the word.
 var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier}
 
-// slotCode is k's code in the word.
+// slotCode is k's code in the word (len(slotKinds) for a kind that never goes
+// through the slot).
 func slotCode(k kind) int {
 	for i, sk := range slotKinds {
 		if sk == k {
@@ -96,8 +97,8 @@ func (c *Comm) slotFits(w, elem int) bool {
 	return c.n <= slotRanks && c.n*w <= litSlot && elem < 64
 }
 
-// reduceInSlot is a rank's part in a small Reduce, Scan or Exscan (k) through its
-// next episode's ring slot. It reports false, having done nothing, when a root of
+// reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce or
+// Barrier (k) through its next episode's ring slot. It reports false, having done nothing, when a root of
 // another collective left its copy there: the rank then goes through an episode,
 // where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
