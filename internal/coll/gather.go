@@ -290,7 +290,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	if e == nil {
 		return ErrAborted
 	}
-	if v := c.ring[e.seq%ringSize].lit.Load(); reduces(k) && slotOpen(v, e.seq) { // the others went through the slot
+	if v, held := c.slotHeld(e.seq); held && reduces(k) { // the others went through the slot
 		c.count(rank, e.seq)
 		return c.slotAside(e, k, rank, root, len(p.Send), elem, v)
 	}

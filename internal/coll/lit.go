@@ -67,7 +67,7 @@ func (c *Comm) litRoot(rank int, k kind, data []byte, elem, n int) (left bool, e
 // it counts itself in s, so nobody replaces the slot meanwhile.
 func (c *Comm) litLeave(s uint64, k kind, data []byte, elem, root, n int) bool {
 	claim := &c.claims[s%ringSize].s
-	if old := claim.Load(); old&^slotTag > s || !claim.CompareAndSwap(old, s+1) {
+	if old := claim.Load(); old&^(slotTag|slotOpening) > s || !claim.CompareAndSwap(old, s+1) {
 		return false
 	}
 	r := &c.ring[s%ringSize]
@@ -162,7 +162,7 @@ func (c *Comm) copyLong(s uint64, r *ringSlot, dst []byte, at int) {
 // call differs, it records the fault in e, where the rank finds it.
 func (c *Comm) unlit(e *episode, rank int, k kind, root, elem int, buf []byte) bool {
 	r := &c.ring[e.seq%ringSize]
-	if v := r.lit.Load(); slotOpen(v, e.seq) && !reduces(k) { // a small reduction went through the slot (reduce and exchange find it for theirs)
+	if v, held := c.slotHeld(e.seq); held && !reduces(k) { // a small reduction went through the slot (reduce and exchange find it for theirs)
 		e.fail(slotOther(e, rank, k, root, elem, v))
 		return false
 	}

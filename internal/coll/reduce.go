@@ -76,7 +76,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 	if e == nil {
 		return ErrAborted
 	}
-	if v := c.ring[e.seq%ringSize].lit.Load(); slotOpen(v, e.seq) { // the others went through the slot
+	if v, held := c.slotHeld(e.seq); held { // the others went through the slot
 		return c.slotAside(e, k, rank, root, len(send), elem, v)
 	}
 	c.check(e, rank, k, root, elem)

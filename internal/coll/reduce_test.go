@@ -431,7 +431,7 @@ func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []e
 	}
 	wg.Wait()
 	switch e := c.ring[seq%ringSize].p.Load(); {
-	case slotOpen(c.ring[seq%ringSize].lit.Load(), seq):
+	case held(c, seq):
 		return recvs, errs, "slot"
 	case e.small:
 		return recvs, errs, "small"

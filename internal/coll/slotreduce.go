@@ -50,15 +50,15 @@ const slotRanks = 16
 
 // The lit word of a slot that holds a small reduction or Barrier: bits 0-15 the
 // ranks that have left their contributions, then the call's root (4 bits), length
-// and element size (6 bits each), the episode's number modulo 2^23 (a rank is never
-// a lap behind the slot it looks at), its kind (3 bits: its index in slotKinds), the
-// rank that opened the slot (4 bits), slotFault and slotTag, which no episode number
-// has. A claim flagged slotTag holds the slot for such a call.
+// and element size (6 bits each), its kind (3 bits at 55: its index in slotKinds),
+// the rank that opened the slot (4 bits), slotFault and slotTag, which no episode
+// number has. The claim says which episode holds the slot: flagged slotTag, it
+// holds it for such a call (see slotHeld).
 const (
 	slotTag     = 1 << 63
-	slotFault   = 1 << 62
-	slotSeqMask = 1<<23 - 1
-	slotCall    = slotTag | 7<<55 | slotSeqMask<<32 | (1<<32 - 1<<16) // all but the bits, the opener and the fault
+	slotFault   = 1 << 62                           // in the word
+	slotOpening = 1 << 62                           // in a claim: the word is being stored
+	slotCall    = slotTag | 7<<55 | (1<<32 - 1<<16) // all but the bits, the opener and the fault
 )
 
 // slotKinds are the collectives that may go through the slot, by their code in the word.
@@ -79,17 +79,30 @@ func slotCode(k kind) int {
 // episode looks at the slot itself (reduce, exchange), with its length.
 func reduces(k kind) bool { return k == reduce || k == allreduce || k == scan || k == exscan }
 
-// slotWord is the word that opener puts in episode s's slot for a small reduction
-// of kind k and root, with contributions of w bytes of elements of elem bytes.
-func slotWord(s uint64, k kind, root, w, elem, opener int) uint64 {
-	return slotTag | uint64(opener)<<58 | uint64(slotCode(k))<<55 | (s&slotSeqMask)<<32 | uint64(elem)<<26 | uint64(w)<<20 | uint64(root)<<16
+// slotWord is the word that opener puts in a slot for a small reduction of kind k
+// and root, with contributions of w bytes of elements of elem bytes.
+func slotWord(k kind, root, w, elem, opener int) uint64 {
+	return slotTag | uint64(opener)<<58 | uint64(slotCode(k))<<55 | uint64(elem)<<26 | uint64(w)<<20 | uint64(root)<<16
 }
 
 // slotKind is the kind of the collective whose word is v.
 func slotKind(v uint64) kind { return slotKinds[min(int(v>>55&7), len(slotKinds)-1)] }
 
-// slotOpen reports whether v is the word of episode s's small reduction.
-func slotOpen(v, s uint64) bool { return v&(slotTag|slotSeqMask<<32) == slotTag|(s&slotSeqMask)<<32 }
+// slotHeld returns the word of episode s's slot if a small reduction holds it, and
+// whether one does. The claim tells, not the word, which a reduction may have left
+// there laps before, through collectives that never touch it: the opener stores
+// the word before the claim it opens with, and while it does so the claim is
+// flagged slotOpening.
+func (c *Comm) slotHeld(s uint64) (uint64, bool) {
+	claim := &c.claims[s%ringSize].s
+	for claim.Load() == slotTag|slotOpening|(s+1) {
+		runtime.Gosched()
+	}
+	if claim.Load() != slotTag|(s+1) {
+		return 0, false
+	}
+	return c.ring[s%ringSize].lit.Load(), true
+}
 
 // slotFits reports whether a reduction of w-byte contributions of elem-byte
 // elements goes through the slot.
@@ -108,18 +121,18 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 	}
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
 	w, mine := len(send), slotTag|(s+1)
-	call := slotWord(s, k, root, w, elem, rank)
-	v := r.lit.Load()
-	for !slotOpen(v, s) {
+	call := slotWord(k, root, w, elem, rank)
+	v, held := c.slotHeld(s)
+	for !held {
 		switch old := claim.Load(); {
-		case old == mine: // another rank is opening it
-			runtime.Gosched()
-		case old&^slotTag > s:
+		case old&^slotOpening == mine: // another rank opens it, or has
+		case old&^(slotTag|slotOpening) > s:
 			return false, nil // a copy for s: see unlit
-		case claim.CompareAndSwap(old, mine):
+		case claim.CompareAndSwap(old, mine|slotOpening):
 			r.lit.Store(call)
+			claim.Store(mine)
 		}
-		v = r.lit.Load()
+		v, held = c.slotHeld(s)
 	}
 	if v&slotCall != call&slotCall {
 		err := slotMisfit(s, k, rank, root, w, elem, v)

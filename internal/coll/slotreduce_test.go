@@ -291,7 +291,7 @@ func TestEveryoneInSlot(t *testing.T) {
 		})
 	}
 	awaitRanks(t, &wg, 20*time.Second, "the Barriers and Allreduces")
-	if s := c.ranks[0].seq.Load() - 1; !slotOpen(c.ring[s%ringSize].lit.Load(), s) {
+	if s := c.ranks[0].seq.Load() - 1; !held(c, s) {
 		t.Fatal("the Allreduces did not go through the slot")
 	}
 	for _, first := range []int{1, 3, -1} {
@@ -334,5 +334,39 @@ func TestEveryoneInSlot(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a rank still waits in the slot's Barrier after Abort")
 		}
+	}
+}
+
+// held reports whether a small reduction went through episode s's slot.
+func held(c *Comm, s uint64) bool {
+	_, ok := c.slotHeld(s)
+	return ok
+}
+
+// TestSlotStaleWord: a word that a Reduce left in a slot laps before, every bit
+// set, with its pieces still there, is not taken for the next Reduce's: the claim
+// says which episode holds the slot.
+func TestSlotStaleWord(t *testing.T) {
+	const n, root = 4, 2
+	c := New(NewJob(), n, 0)
+	c.ring[0].lit.Store(slotWord(reduce, root, 8, 1, 0) | 1<<n - 1)
+	c.claims[0].s.Store(slotTag) // a claim older than episode 0's
+	copy(c.ring[0].data[:], "stale pieces of another Reduce..")
+	got := make([]byte, 8)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			var out []byte
+			if r == root {
+				out = got
+			}
+			if err := c.Reduce(r, []byte{1, 2, 3, 4, 5, 6, 7, byte(r)}, out, 1, sum, root); err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		})
+	}
+	awaitRanks(t, &wg, 10*time.Second, "the Reduce")
+	if want := []byte{n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n, 0 + 1 + 2 + 3}; string(got) != string(want) {
+		t.Fatalf("the root got %v, want %v", got, want)
 	}
 }
