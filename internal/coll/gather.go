@@ -290,9 +290,11 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	if e == nil {
 		return ErrAborted
 	}
-	if v, held := c.slotHeld(e.seq); held && reduces(k) { // the others went through the slot
-		c.count(rank, e.seq)
-		return c.slotAside(e, k, rank, root, len(p.Send), elem, v)
+	if reduces(k) {
+		if v, held := c.slotHeld(e.seq); held { // the others went through the slot
+			c.count(rank, e.seq)
+			return c.slotAside(e, k, rank, root, len(p.Send), elem, v)
+		}
 	}
 	if c.unlit(e, rank, k, root, elem, p.Recv) { // a Scatter's root left its copy in the slot
 		return nil

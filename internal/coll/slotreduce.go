@@ -94,6 +94,9 @@ func slotKind(v uint64) kind { return slotKinds[min(int(v>>55&7), len(slotKinds)
 // the word before the claim it opens with, and while it does so the claim is
 // flagged slotOpening.
 func (c *Comm) slotHeld(s uint64) (uint64, bool) {
+	if c.ring[s%ringSize].lit.Load()&slotTag == 0 {
+		return 0, false // the claim's line unread: a slot held has its word stored already
+	}
 	claim := &c.claims[s%ringSize].s
 	for claim.Load() == slotTag|slotOpening|(s+1) {
 		runtime.Gosched()
@@ -111,9 +114,9 @@ func (c *Comm) slotFits(w, elem int) bool {
 }
 
 // reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce or
-// Barrier (k) through its next episode's ring slot. It reports false, having done nothing, when a root of
-// another collective left its copy there: the rank then goes through an episode,
-// where it finds the fault.
+// Barrier (k) through its next episode's ring slot. It reports false, having done
+// nothing, when a root of another collective left its copy there: the rank then
+// goes through an episode, where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
@@ -170,9 +173,9 @@ func (c *Comm) slotLeft(k kind, rank, root int, s, v uint64, w int) {
 }
 
 // slotFold waits until the ranks whose contributions rank needs have left them in
-// episode s's slot (a Reduce's root: every rank; a Scan's rank r: ranks 0 to r-1;
-// an Exscan's alike), or one has found its call different, and folds them into
-// recv in rank order.
+// episode s's slot (a Reduce's root, an Allreduce's and a Barrier's ranks: every
+// rank; a Scan's rank r: ranks 0 to r; an Exscan's: 0 to r-1), or one has found its
+// call different, and folds them into recv in rank order (a Barrier: nothing).
 func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn func(in, inout []byte)) error {
 	r := &c.ring[s%ringSize]
 	pieces := rank + 1 // a Scan's
