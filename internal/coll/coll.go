@@ -459,6 +459,7 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 			}
 		}
 		if slot.CompareAndSwap(e, fresh) {
+			c.clearStale(s)
 			if e != nil {
 				if e.seq+ringSize != s { // else gone is implied: see vacated
 					e.gone = s
@@ -471,6 +472,16 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		e = slot.Load()
 	}
 	return e
+}
+
+// clearStale clears a small reduction's word that the slot of episode s holds from
+// a lap before (see slotHeld): of the ways through the slot, the maker of an
+// episode is the one that writes no word of its own there.
+func (c *Comm) clearStale(s uint64) {
+	r := &c.ring[s%ringSize]
+	if v := r.lit.Load(); slotStale(v, s) {
+		r.lit.CompareAndSwap(v, 0)
+	}
 }
 
 // reuse returns an episode to make episode s with: the one that left its slot two
@@ -564,15 +575,17 @@ func (c *Comm) joinedAll(s uint64) bool {
 
 // awaitJoins waits until every rank has joined episode s, so that its slot can be
 // reused: the caller ran a lap of the ring ahead of another rank. It returns false
-// if the job ended first. Once it parks, it waits until the others are half a lap
-// behind, not one episode: it then runs half a lap before it waits again, instead
-// of being woken for every episode a laggard joins. Nothing that lets the others
-// join those episodes waits for the caller: it has left every episode before the
-// one it would make.
+// if the job ended first. It waits until the others are half a lap behind, not one
+// episode: it then runs half a lap before it waits again, instead of being woken
+// for every episode a laggard joins, or, spinning, reading the laggard's line as
+// soon as it counts itself in each (which then took the line back to count itself
+// in the next: 2 ranks' Reduce to the same root 0.144 -> 0.105 µs, Scan 0.135 ->
+// 0.119). Nothing that lets the others join those episodes waits for the caller:
+// it has left every episode before the one it would make.
 func (c *Comm) awaitJoins(s uint64) bool {
 	if c.spin == 0 {
 		runtime.Gosched()
-	} else if spin.Until(c.spin, func() bool { return c.joinedAll(s) }) {
+	} else if spin.Until(c.spin, func() bool { return c.joinedAll(s + ringSize/2) }) {
 		return true
 	}
 	if c.joinedAll(s) {

@@ -67,7 +67,7 @@ func (c *Comm) litRoot(rank int, k kind, data []byte, elem, n int) (left bool, e
 // it counts itself in s, so nobody replaces the slot meanwhile.
 func (c *Comm) litLeave(s uint64, k kind, data []byte, elem, root, n int) bool {
 	claim := &c.claims[s%ringSize].s
-	if old := claim.Load(); old&^(slotTag|slotOpening) > s || !claim.CompareAndSwap(old, s+1) {
+	if old := claim.Load(); old&^slotTag > s || !claim.CompareAndSwap(old, s+1) {
 		return false
 	}
 	r := &c.ring[s%ringSize]

@@ -343,19 +343,30 @@ func held(c *Comm, s uint64) bool {
 	return ok
 }
 
-// TestSlotStaleWord: a word that a Reduce left in a slot laps before, every bit
-// set, with its pieces still there, is not taken for the next Reduce's: the claim
-// says which episode holds the slot.
+// TestSlotStaleWord: a Reduce's word left in a slot, every bit set, with its
+// pieces still there, whose episode number's low bits are those of a later
+// episode of the slot (as if 2^23 collectives had gone by without touching it), is
+// not taken for that episode's Reduce: the episode that uses the slot next,
+// through an episode of its own, clears it.
 func TestSlotStaleWord(t *testing.T) {
 	const n, root = 4, 2
-	c := New(NewJob(), n, 0)
-	c.ring[0].lit.Store(slotWord(reduce, root, 8, 1, 0) | 1<<n - 1)
-	c.claims[0].s.Store(slotTag) // a claim older than episode 0's
+	const start, later = ringSize, 2 * ringSize // episodes of slot 0
+	c := New(NewJob(), n, 0)                    // no spin: Barriers go through episodes
+	for r := range n {
+		c.ranks[r].seq.Store(start)
+	}
+	c.ring[0].lit.Store(slotWord(later, reduce, root, 8, 1, 0) | 1<<n - 1)
 	copy(c.ring[0].data[:], "stale pieces of another Reduce..")
 	got := make([]byte, 8)
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
+			for range later - start {
+				if err := c.Barrier(r); err != nil {
+					t.Errorf("rank %d: %v", r, err)
+					return
+				}
+			}
 			var out []byte
 			if r == root {
 				out = got
@@ -365,7 +376,7 @@ func TestSlotStaleWord(t *testing.T) {
 			}
 		})
 	}
-	awaitRanks(t, &wg, 10*time.Second, "the Reduce")
+	awaitRanks(t, &wg, 10*time.Second, "the Barriers and the Reduce")
 	if want := []byte{n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n, 0 + 1 + 2 + 3}; string(got) != string(want) {
 		t.Fatalf("the root got %v, want %v", got, want)
 	}
