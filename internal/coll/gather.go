@@ -273,8 +273,8 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	if (k == scan || k == exscan) && c.slotFits(len(p.Send), elem) {
-		if ok, err := c.reduceInSlot(k, rank, 0, p.Send, p.Recv, elem, fn); ok {
+	if recv, ok := slotRecv(k, rank, root, c.n, p); ok && c.slotFits(len(p.Send), elem) {
+		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn); ok {
 			return err
 		}
 	}
@@ -290,7 +290,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	if e == nil {
 		return ErrAborted
 	}
-	if reduces(k) {
+	if slotted(k) {
 		if v, held := c.slotHeld(e.seq); held { // the others went through the slot
 			c.count(rank, e.seq)
 			return c.slotAside(e, k, rank, root, len(p.Send), elem, v)
@@ -359,6 +359,22 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		ok = c.wait(&e.done)
 	}
 	return c.outcome(e, rank, ok)
+}
+
+// slotRecv returns the receive buffer with which a Scan, Exscan or Gather (k) of
+// ranks whose contributions are short enough goes through the slot
+// (reduceInSlot), and whether it does: a Gather's root's n blocks, when it has
+// room for them.
+func slotRecv(k kind, rank, root, n int, p *Part) ([]byte, bool) {
+	switch {
+	case k == scan, k == exscan:
+		return p.Recv, true
+	case k != gather, rank != root:
+		return nil, k == gather
+	case len(p.Recv) >= n*p.RecvBlock:
+		return p.Recv[:n*p.RecvBlock], true
+	}
+	return nil, false
 }
 
 // exchangeSmall is a rank's part in a small Allgatherv, Alltoallv, ReduceScatter

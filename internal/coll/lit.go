@@ -162,7 +162,7 @@ func (c *Comm) copyLong(s uint64, r *ringSlot, dst []byte, at int) {
 // call differs, it records the fault in e, where the rank finds it.
 func (c *Comm) unlit(e *episode, rank int, k kind, root, elem int, buf []byte) bool {
 	r := &c.ring[e.seq%ringSize]
-	if !reduces(k) { // reduce and exchange look at the slot for theirs
+	if !slotted(k) { // reduce and exchange look at the slot for theirs
 		if v, held := c.slotHeld(e.seq); held { // a small reduction went through the slot
 			e.fail(slotOther(e, rank, k, root, elem, v))
 			return false

@@ -45,9 +45,7 @@ func reduceAll(c *Comm, n, root, first int, send func(r int) []byte, inPlace boo
 	for r := range n {
 		wg.Go(func() {
 			if first >= 0 && r != first {
-				for c.ranks[first].seq.Load() == joined && c.claims[joined%ringSize].s.Load() != slotTag|(joined+1) {
-					time.Sleep(time.Millisecond)
-				}
+				joinedBy(c, first, joined)
 			}
 			s, out := send(r), []byte(nil)
 			if r == root {
@@ -183,9 +181,11 @@ func sum(in, inout []byte) {
 	}
 }
 
-// joinedBy waits until rank r of c has joined a collective after seq.
+// joinedBy waits until rank r of c has joined collective seq, through an episode
+// (it counts itself in) or through the slot (a rank has claimed it: the root of a
+// Reduce or Gather there counts itself in only once every rank has).
 func joinedBy(c *Comm, r int, seq uint64) {
-	for c.ranks[r].seq.Load() == seq {
+	for c.ranks[r].seq.Load() == seq && c.claims[seq%ringSize].s.Load() != slotTag|(seq+1) {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -237,6 +237,60 @@ func TestGatherSmallLengths(t *testing.T) {
 			}
 		}
 		checkGather(t, c, root)
+	}
+}
+
+// TestGatherRootOdd: when the root of a small Gather expects blocks of another
+// length than every other rank sends, through the slot or an episode (its blocks
+// too long for the slot), first or after the others left, the root gets ErrCount
+// (or ErrTruncate) naming a sender, and the others nothing or the same.
+func TestGatherRootOdd(t *testing.T) {
+	const n, root = 4, 1
+	for _, tc := range []struct {
+		block  int
+		class  errs.Class
+		detail string
+	}{
+		{12, errs.Count, "sends 2 elements to rank 1, which expects 3"},
+		{4, errs.Truncate, "sends 2 elements to rank 1, which expects 1"},
+	} {
+		for _, rootFirst := range []bool{true, false} {
+			c := New(NewJob(), n, 0)
+			seq := c.ranks[root].seq.Load()
+			outcomes := make([]error, n)
+			var wg, others sync.WaitGroup
+			others.Add(n - 1)
+			for r := range n {
+				wg.Go(func() {
+					p := Part{Send: make([]byte, 8)}
+					switch {
+					case r == root:
+						p.Send, p.Recv, p.RecvBlock = make([]byte, tc.block), make([]byte, n*tc.block), tc.block
+						if !rootFirst {
+							others.Wait()
+						}
+					case rootFirst:
+						joinedBy(c, root, seq)
+						fallthrough
+					default:
+						defer others.Done()
+					}
+					outcomes[r] = c.Gather(r, p, 4, root)
+				})
+			}
+			what := fmt.Sprintf("the root expecting %d bytes, first %v", tc.block, rootFirst)
+			awaitRanks(t, &wg, 10*time.Second, what)
+			var e *errs.Error
+			if err := outcomes[root]; !errors.As(err, &e) || e.Class != tc.class || e.Peer == root || !strings.Contains(e.Detail, tc.detail) {
+				t.Errorf("%s: the root returned %v, want %v saying %q", what, err, tc.class, tc.detail)
+			}
+			for r, err := range outcomes {
+				if r != root && err != nil && (!errors.As(err, &e) || e.Class != tc.class) {
+					t.Errorf("%s: rank %d returned %v, want nil or the root's error", what, r, err)
+				}
+			}
+			checkGather(t, c, root)
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ const (
 )
 
 // slotKinds are the collectives that may go through the slot, by their code in the word.
-var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier}
+var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather}
 
 // slotCode is k's code in the word (len(slotKinds) for a kind that never goes
 // through the slot).
@@ -76,9 +76,12 @@ func slotCode(k kind) int {
 	return len(slotKinds)
 }
 
-// reduces reports whether k is a reduction: a rank that calls one through an
-// episode looks at the slot itself (reduce, exchange), with its length.
-func reduces(k kind) bool { return k == reduce || k == allreduce || k == scan || k == exscan }
+// slotted reports whether k, with contributions short enough, goes through the slot:
+// a rank that calls one through an episode looks at the slot itself (reduce,
+// exchange), with its length.
+func slotted(k kind) bool {
+	return k == reduce || k == allreduce || k == scan || k == exscan || k == gather
+}
 
 // slotWord is the word that opener puts in the slot of episode s for a small
 // reduction of kind k and root, with contributions of w bytes of elements of elem
@@ -94,6 +97,12 @@ func slotStale(v, s uint64) bool { return v&slotTag != 0 && v>>32&slotSeqMask !=
 
 // slotKind is the kind of the collective whose word is v.
 func slotKind(v uint64) kind { return slotKinds[min(int(v>>55&7), len(slotKinds)-1)] }
+
+// slotCallOf is the call whose word is v: its kind, root, length of a contribution,
+// element size, and the rank that opened the slot.
+func slotCallOf(v uint64) (k kind, root, w, elem, opener int) {
+	return slotKind(v), int(v >> 16 & 15), int(v >> 20 & 63), int(v >> 26 & 63), int(v >> 58 & 15)
+}
 
 // slotHeld returns the word of episode s's slot if a small reduction holds it, and
 // whether one does: the word says so itself, with the episode's number. Only the
@@ -112,10 +121,11 @@ func (c *Comm) slotFits(w, elem int) bool {
 	return c.n <= slotRanks && c.n*w <= litSlot && elem < 64
 }
 
-// reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce or
-// Barrier (k) through its next episode's ring slot. It reports false, having done
-// nothing, when a root of another collective left its copy there: the rank then
-// goes through an episode, where it finds the fault.
+// reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier
+// or Gather (k) through its next episode's ring slot (a Gather's root's recv holds
+// its n blocks, each as long as its send, and no more). It reports false, having done nothing, when a root of
+// another collective left its copy there: the rank then goes through an episode,
+// where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
@@ -143,10 +153,7 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 		v, held = c.slotHeld(s)
 	}
 	if v&slotCall != call&slotCall {
-		err := slotMisfit(s, k, rank, root, w, elem, v)
-		c.slotFail(rank, s, forRoot(err, rank))
-		c.count(rank, s)
-		return true, err
+		return true, c.slotOdd(k, rank, root, s, w, elem, v, recv)
 	}
 	copy(r.data[rank*w:], send)
 	for !r.lit.CompareAndSwap(v, v|bit) {
@@ -162,6 +169,22 @@ func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, w int,
 	c.slotLeft(k, rank, root, s, v, w)
 	err := c.slotFold(k, rank, root, s, recv, w, fn)
 	c.count(rank, s)
+	return err
+}
+
+// slotOdd ends the part of a rank whose call (kind k, root, w bytes of elem-byte
+// elements) differs from the word v of episode s's slot: it flags the word and fails
+// the waiting ranks' episode with the fault naming the rank, and returns the rank's
+// own. A Gather's sender whose block differs in length alone leaves without an
+// error, as through an episode, and its root judges the lengths by its blocks.
+func (c *Comm) slotOdd(k kind, rank, root int, s uint64, w, elem int, v uint64, recv []byte) error {
+	err := slotMisfit(s, k, rank, root, w, elem, v)
+	c.slotFail(rank, s, forRoot(err, rank))
+	c.count(rank, s)
+	if theirs, theirRoot, _, theirElem, _ := slotCallOf(v); k == gather && rank != root &&
+		theirs == k && theirRoot == root && theirElem == elem {
+		return nil
+	}
 	return err
 }
 
@@ -191,9 +214,9 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	r := &c.ring[s%ringSize]
 	pieces := rank + 1 // a Scan's
 	switch {
-	case k == reduce && rank != root, k == exscan && rank == 0:
+	case (k == reduce || k == gather) && rank != root, k == exscan && rank == 0:
 		return nil
-	case k == reduce, k == allreduce, k == barrier:
+	case k == reduce, k == allreduce, k == barrier, k == gather:
 		pieces = c.n
 	case k == exscan:
 		pieces = rank
@@ -221,7 +244,11 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 			return c.outcome(e, rank, ok)
 		}
 	}
-	if k == barrier {
+	switch k {
+	case barrier:
+		return nil
+	case gather: // every rank's block has the root's length, its RecvBlock
+		copy(recv, r.data[:c.n*w])
 		return nil
 	}
 	if err := fold(k, r.data[:], pieces, w, recv, fn); err != nil {
@@ -264,14 +291,23 @@ func forRoot(err *errs.Error, rank int) *errs.Error {
 // slotOther is the fault of episode e, made or found by a rank whose call (kind k)
 // is not a reduction that goes through the slot, where e's slot holds the word v.
 func slotOther(e *episode, rank int, k kind, root, elem int, v uint64) *errs.Error {
-	return disagree(e.seq, rank, k, root, elem, slotKind(v), int(v>>16&15), int(v>>26&63))
+	theirs, theirRoot, _, theirElem, _ := slotCallOf(v)
+	return disagree(e.seq, rank, k, root, elem, theirs, theirRoot, theirElem)
 }
 
 // slotMisfit is the fault of rank's small reduction (kind k, root, w bytes of
 // elem-byte elements) where episode s's slot holds the word v of another call.
 func slotMisfit(s uint64, k kind, rank, root, w, elem int, v uint64) *errs.Error {
-	theirRoot, theirW, theirElem, opener := int(v>>16&15), int(v>>20&63), int(v>>26&63), int(v>>58&15)
-	if err := disagree(s, rank, k, root, elem, slotKind(v), theirRoot, theirElem); err != nil {
+	theirs, theirRoot, theirW, theirElem, opener := slotCallOf(v)
+	if err := disagree(s, rank, k, root, elem, theirs, theirRoot, theirElem); err != nil {
+		return err
+	}
+	if k == gather { // the root's block is what every rank must send
+		err := mismatch(gather, elem, rank, root, w, theirW)
+		if rank == root {
+			err = mismatch(gather, elem, opener, root, theirW, w)
+		}
+		err.Rank = rank
 		return err
 	}
 	who := fmt.Sprintf("rank %d", opener)
@@ -289,6 +325,10 @@ func slotCross(e *episode, k kind, rank, root, w int) *errs.Error {
 	switch {
 	case e.kind != k:
 		return disagree(e.seq, rank, k, root, int(e.elem), e.kind, int(e.root), int(e.elem))
+	case e.small && k == gather && e.maker == root: // the root's block is what every rank must send
+		return mismatch(gather, int(e.elem), rank, root, w, e.width)
+	case e.small && k == gather:
+		return mismatch(gather, int(e.elem), e.maker, root, e.width, w)
 	case e.small && k == reduce:
 		return mismatchOf(e, root, w, e.maker, e.width)
 	case e.small:

@@ -62,6 +62,51 @@ func TestReduceInSlot(t *testing.T) {
 	}
 }
 
+// TestGatherInSlot: small Gathers go through the ring slot, lap after lap, at every
+// root, in place at the root or not, with and without spinning ranks, and every
+// block lands where it belongs.
+func TestGatherInSlot(t *testing.T) {
+	const n, calls = 4, 3 * ringSize
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		c := New(NewJob(), n, spin)
+		got := make([][]byte, calls)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				for i := range calls {
+					root, inPlace := i%n, i%3 == 0
+					p := Part{Send: []byte{byte(i), byte(r), 7, byte(r * i)}}
+					if r == root {
+						p.Recv, p.RecvBlock = make([]byte, 4*n+3), 4 // longer than the blocks
+						got[i] = p.Recv
+						if inPlace {
+							copy(p.Recv[4*r:], p.Send)
+							p.Send = p.Recv[4*r : 4*r+4]
+						}
+					}
+					if err := c.Gather(r, p, 1, root); err != nil {
+						t.Errorf("spin %v, call %d: rank %d: %v", spin, i, r, err)
+						return
+					}
+				}
+			})
+		}
+		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Gathers", spin))
+		for i, b := range got {
+			want := make([]byte, 4*n+3)
+			for r := range n {
+				copy(want[4*r:], []byte{byte(i), byte(r), 7, byte(r * i)})
+			}
+			if string(b) != string(want) {
+				t.Fatalf("spin %v, call %d: root %d got %v, want %v", spin, i, i%n, b, want)
+			}
+		}
+		if v, held := c.slotHeld(calls - 1); !held || slotKind(v) != gather {
+			t.Fatalf("spin %v: the Gathers did not go through the slot", spin)
+		}
+	}
+}
+
 // TestReduceInSlotFaults: when one rank's small Reduce differs from the others'
 // (its length, both short enough for the slot, or too long for it; its root; its
 // element size), or the rank calls another collective, the root gets an error,
@@ -93,6 +138,9 @@ func TestReduceInSlotFaults(t *testing.T) {
 		{"element size", reduce(make([]byte, 8), 2, root), errs.Count, false},
 		{"Bcast", func(c *Comm, r int) error { return c.Bcast(r, make([]byte, 8), 1, 0) }, errs.Arg, false},
 		{"Barrier", func(c *Comm, r int) error { return c.Barrier(r) }, errs.Arg, false},
+		{"Gather", func(c *Comm, r int) error { // as short: through the slot too
+			return c.Gather(r, Part{Send: make([]byte, 8), Recv: make([]byte, 8*n), RecvBlock: 8}, 1, root)
+		}, errs.Arg, false},
 	}
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		for _, tc := range cases {
