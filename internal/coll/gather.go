@@ -273,7 +273,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	if recv, ok := slotRecv(k, rank, root, c.n, p); ok && c.slotFits(len(p.Send), elem) {
+	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(len(p.Send), elem) {
 		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn); ok {
 			return err
 		}
@@ -362,19 +362,30 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 }
 
 // slotRecv returns the receive buffer with which a Scan, Exscan or Gather (k) of
-// ranks whose contributions are short enough goes through the slot
-// (reduceInSlot), and whether it does: a Gather's root's n blocks, when it has
-// room for them.
-func slotRecv(k kind, rank, root, n int, p *Part) ([]byte, bool) {
+// ranks whose contributions are short enough goes through the slot (reduceInSlot),
+// and whether it does: a Gather's root's n blocks, when it has room for them. So
+// do an Allgather and an Alltoall on ranks that spin, as an Allreduce does (see
+// slotEveryone), with room for their n blocks.
+func (c *Comm) slotRecv(k kind, rank, root int, p *Part) ([]byte, bool) {
+	var want int
 	switch {
 	case k == scan, k == exscan:
 		return p.Recv, true
-	case k != gather, rank != root:
-		return nil, k == gather
-	case len(p.Recv) >= n*p.RecvBlock:
-		return p.Recv[:n*p.RecvBlock], true
+	case k == gather && rank != root:
+		return nil, true
+	case k == gather:
+		want = c.n * p.RecvBlock
+	case k == allgather && c.spin > 0:
+		want = c.n * len(p.Send)
+	case k == alltoall && c.spin > 0:
+		want = len(p.Send)
+	default:
+		return nil, false
 	}
-	return nil, false
+	if len(p.Recv) < want {
+		return nil, false
+	}
+	return p.Recv[:want], true
 }
 
 // exchangeSmall is a rank's part in a small Allgatherv, Alltoallv, ReduceScatter

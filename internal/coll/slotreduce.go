@@ -8,15 +8,16 @@ import (
 	"github.com/weft-mpi/weft/internal/spin"
 )
 
-// A small Reduce, Scan or Exscan (at most slotRanks ranks, whose contributions fit
-// litSlot bytes together), and on ranks that spin a small Allreduce or a Barrier
-// (see slotEveryone), needs no episode, as a small Bcast needs none (lit.go):
-// every rank leaves its contribution in the ring slot, at its rank's place, and
-// sets its bit in the slot's lit word, which also carries the episode's number and
-// the call (kind, root, length, element size); a rank that needs the others'
-// contributions (a Reduce's root, a Scan's rank r: those of ranks 0 to r, every rank
-// of an Allreduce) folds them once their bits are set, and a Barrier's ranks return
-// once every bit is. The first rank to come claims the slot as a Bcast's root
+// A small Reduce, Scan, Exscan or Gather (at most slotRanks ranks, whose
+// contributions fit litSlot bytes together), and on ranks that spin a small
+// Allreduce, Allgather, Alltoall or a Barrier (see slotEveryone), needs no episode,
+// as a small Bcast needs none (lit.go): every rank leaves its contribution (a
+// Gather's or Allgather's block, an Alltoall's n blocks) in the ring slot, at its
+// rank's place, and sets its bit in the slot's lit word, which also carries the
+// episode's number and the call (kind, root, length, element size); a rank that
+// needs the others' contributions (a Reduce's or Gather's root, a Scan's rank r:
+// those of ranks 0 to r, every rank of the others) folds them or copies its blocks
+// out once their bits are set, and a Barrier's ranks return once every bit is. The first rank to come claims the slot as a Bcast's root
 // does (litLeave, with the claim flagged slotTag), so that no root of another
 // collective writes a copy there meanwhile, and opens it. An episode's first line,
 // written by its maker on one core and read by every rank on the others, and the
@@ -36,8 +37,9 @@ import (
 // reduction) and fails its episode, or the slot's ranks find that episode when they
 // set their bits and fail it: the waiting ranks find the fault there.
 
-// slotEveryone: an Allreduce or a Barrier, where every rank waits for every other,
-// goes through the slot only on ranks that have a processor each (and spin): there
+// slotEveryone: an Allreduce, Allgather, Alltoall or Barrier, where every rank waits
+// for every other, goes through the slot only on ranks that have a processor each
+// (and spin): there
 // 2 ranks' Allreduce of 8 bytes took 0.242 µs against 0.325 through an episode, and
 // their Barrier 0.200 against 0.256 (Open MPI 0.208 and 0.161), but with more ranks
 // than processors nearly every call had a rank make the episode to park on, where a
@@ -63,7 +65,7 @@ const (
 )
 
 // slotKinds are the collectives that may go through the slot, by their code in the word.
-var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather}
+var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allgather, alltoall}
 
 // slotCode is k's code in the word (len(slotKinds) for a kind that never goes
 // through the slot).
@@ -80,7 +82,11 @@ func slotCode(k kind) int {
 // a rank that calls one through an episode looks at the slot itself (reduce,
 // exchange), with its length.
 func slotted(k kind) bool {
-	return k == reduce || k == allreduce || k == scan || k == exscan || k == gather
+	switch k {
+	case reduce, allreduce, scan, exscan, gather, allgather, alltoall:
+		return true
+	}
+	return false
 }
 
 // slotWord is the word that opener puts in the slot of episode s for a small
@@ -121,9 +127,10 @@ func (c *Comm) slotFits(w, elem int) bool {
 	return c.n <= slotRanks && c.n*w <= litSlot && elem < 64
 }
 
-// reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier
-// or Gather (k) through its next episode's ring slot (a Gather's root's recv holds
-// its n blocks, each as long as its send, and no more). It reports false, having done nothing, when a root of
+// reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier,
+// Gather, Allgather or Alltoall (k) through its next episode's ring slot (the recv
+// of a Gather's root and of an Allgather holds n blocks as long as the rank's send,
+// an Alltoall's as long as its send, and no more). It reports false, having done nothing, when a root of
 // another collective left its copy there: the rank then goes through an episode,
 // where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
@@ -207,16 +214,17 @@ func (c *Comm) slotLeft(k kind, rank, root int, s, v uint64, w int) {
 }
 
 // slotFold waits until the ranks whose contributions rank needs have left them in
-// episode s's slot (a Reduce's root, an Allreduce's and a Barrier's ranks: every
+// episode s's slot (a Reduce's or Gather's root, every rank of the joint ones: every
 // rank; a Scan's rank r: ranks 0 to r; an Exscan's: 0 to r-1), or one has found its
-// call different, and folds them into recv in rank order (a Barrier: nothing).
+// call different, and folds them into recv in rank order, or copies its blocks out
+// (a Barrier: nothing).
 func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn func(in, inout []byte)) error {
 	r := &c.ring[s%ringSize]
 	pieces := rank + 1 // a Scan's
 	switch {
 	case (k == reduce || k == gather) && rank != root, k == exscan && rank == 0:
 		return nil
-	case k == reduce, k == allreduce, k == barrier, k == gather:
+	case k == reduce, k == allreduce, k == barrier, k == gather, k == allgather, k == alltoall:
 		pieces = c.n
 	case k == exscan:
 		pieces = rank
@@ -247,8 +255,14 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	switch k {
 	case barrier:
 		return nil
-	case gather: // every rank's block has the root's length, its RecvBlock
+	case gather, allgather: // every rank's block has the length of ours, its RecvBlock
 		copy(recv, r.data[:c.n*w])
+		return nil
+	case alltoall: // block rank of every rank's n
+		b := w / c.n
+		for j := range c.n {
+			copy(recv[j*b:(j+1)*b], r.data[j*w+rank*b:])
+		}
 		return nil
 	}
 	if err := fold(k, r.data[:], pieces, w, recv, fn); err != nil {

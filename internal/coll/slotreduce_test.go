@@ -385,6 +385,120 @@ func TestEveryoneInSlot(t *testing.T) {
 	}
 }
 
+// TestExchangeInSlot: on ranks that spin, small Allgathers and Alltoalls go through
+// the ring slot lap after lap, in place or not, and every block lands where it
+// belongs; a rank whose blocks are of another length (short enough for the slot or
+// not), or that calls the other of the two, gives every rank an error, whoever
+// comes first, and the communicator goes on working.
+func TestExchangeInSlot(t *testing.T) {
+	const n = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	c := New(NewJob(), n, 20*time.Microsecond)
+	gatherAll := func(r, i, b int) error {
+		p := Part{Send: make([]byte, b), Recv: make([]byte, n*b), RecvBlock: b}
+		for k := range b {
+			p.Send[k] = byte(10*i + r + k)
+		}
+		if i%3 == 0 { // in place
+			copy(p.Recv[r*b:], p.Send)
+			p.Send = p.Recv[r*b : (r+1)*b]
+		}
+		if err := c.Allgather(r, p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			for k := range b {
+				if p.Recv[j*b+k] != byte(10*i+j+k) {
+					return fmt.Errorf("Allgather %d: rank %d got %v", i, r, p.Recv)
+				}
+			}
+		}
+		return nil
+	}
+	toAll := func(r, i, b int) error {
+		p := Part{Send: make([]byte, n*b), Recv: make([]byte, n*b), SendBlock: b, RecvBlock: b}
+		for k := range p.Send {
+			p.Send[k] = byte(i + 10*r + k)
+		}
+		if err := c.Alltoall(r, p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			for k := range b {
+				if p.Recv[j*b+k] != byte(i+10*j+r*b+k) {
+					return fmt.Errorf("Alltoall %d: rank %d got %v", i, r, p.Recv)
+				}
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			for i := range 2 * ringSize {
+				if err := gatherAll(r, i, 8); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := toAll(r, i, 2); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	awaitRanks(t, &wg, 20*time.Second, "the Allgathers and Alltoalls")
+	for back, k := range []kind{alltoall, allgather} {
+		if v, ok := c.slotHeld(c.ranks[0].seq.Load() - 1 - uint64(back)); !ok || slotKind(v) != k {
+			t.Fatalf("the %vs did not go through the slot", k)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		odd  func(r int) error
+		want errs.Class
+	}{
+		{"short blocks", func(r int) error { return gatherAll(r, 1, 4) }, errs.Count},
+		{"long blocks", func(r int) error { return gatherAll(r, 1, 16) }, errs.Count},
+		{"Alltoall", func(r int) error { return toAll(r, 1, 2) }, errs.Arg},
+	} {
+		for _, first := range []int{1, 3, -1} {
+			s := c.ranks[0].seq.Load()
+			results := make([]error, n)
+			for r := range n {
+				wg.Go(func() {
+					if first >= 0 && r != first {
+						for c.ranks[first].seq.Load() == s && c.claims[s%ringSize].s.Load() != slotTag|(s+1) {
+							time.Sleep(time.Millisecond)
+						}
+					}
+					if r == 1 {
+						results[r] = tc.odd(r)
+					} else {
+						results[r] = gatherAll(r, 1, 8)
+					}
+				})
+			}
+			what := fmt.Sprintf("%s at rank 1, first %d", tc.name, first)
+			awaitRanks(t, &wg, 10*time.Second, what)
+			for r, err := range results {
+				var e *errs.Error
+				if !errors.As(err, &e) || e.Class != tc.want {
+					t.Fatalf("%s: rank %d returned %v, want an error of class %v", what, r, err, tc.want)
+				}
+			}
+			for r := range n {
+				wg.Go(func() {
+					if err := gatherAll(r, 2, 8); err != nil {
+						t.Errorf("%s: the Allgather after: %v", what, err)
+					}
+				})
+			}
+			awaitRanks(t, &wg, 10*time.Second, what+": the Allgather after")
+		}
+	}
+}
+
 // held reports whether a small reduction went through episode s's slot.
 func held(c *Comm, s uint64) bool {
 	_, ok := c.slotHeld(s)
