@@ -19,24 +19,14 @@ func TestReduceInSlot(t *testing.T) {
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		c := New(NewJob(), n, spin)
 		got := make([][]byte, calls)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Go(func() {
-				for i := range calls {
-					root, out := i%n, []byte(nil)
-					if r == root {
-						out = make([]byte, 8)
-						got[i] = out
-					}
-					send := []byte{byte(i), byte(r), 1, 2, 3, 4, 5, byte(r * i)}
-					if err := c.Reduce(r, send, out, 1, sum, root); err != nil {
-						t.Errorf("spin %v, call %d: rank %d: %v", spin, i, r, err)
-						return
-					}
-				}
-			})
-		}
-		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Reduces", spin))
+		onEveryRank(t, c, calls, fmt.Sprintf("spin %v: the Reduces", spin), func(r, i int) error {
+			root, out := i%n, []byte(nil)
+			if r == root {
+				out = make([]byte, 8)
+				got[i] = out
+			}
+			return c.Reduce(r, []byte{byte(i), byte(r), 1, 2, 3, 4, 5, byte(r * i)}, out, 1, sum, root)
+		})
 		for i, b := range got {
 			want := []byte{byte(n * i), 0 + 1 + 2 + 3, n, 2 * n, 3 * n, 4 * n, 5 * n, byte(6 * i)}
 			if string(b) != string(want) {
@@ -48,14 +38,9 @@ func TestReduceInSlot(t *testing.T) {
 		}
 		// A small Bcast's root still leaves its copy in a slot that a Reduce held.
 		s := c.ranks[0].seq.Load()
-		for r := range n {
-			wg.Go(func() {
-				if err := c.Bcast(r, []byte{7}, 1, 0); err != nil {
-					t.Errorf("spin %v: Bcast after: rank %d: %v", spin, r, err)
-				}
-			})
-		}
-		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Bcast after", spin))
+		onEveryRank(t, c, 1, fmt.Sprintf("spin %v: the Bcast after", spin), func(r, _ int) error {
+			return c.Bcast(r, []byte{7}, 1, 0)
+		})
 		if !c.ring[s%ringSize].holds(s) {
 			t.Fatalf("spin %v: the Bcast after the Reduces did not go through the slot", spin)
 		}
@@ -70,28 +55,19 @@ func TestGatherInSlot(t *testing.T) {
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		c := New(NewJob(), n, spin)
 		got := make([][]byte, calls)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Go(func() {
-				for i := range calls {
-					root, inPlace := i%n, i%3 == 0
-					p := Part{Send: []byte{byte(i), byte(r), 7, byte(r * i)}}
-					if r == root {
-						p.Recv, p.RecvBlock = make([]byte, 4*n+3), 4 // longer than the blocks
-						got[i] = p.Recv
-						if inPlace {
-							copy(p.Recv[4*r:], p.Send)
-							p.Send = p.Recv[4*r : 4*r+4]
-						}
-					}
-					if err := c.Gather(r, p, 1, root); err != nil {
-						t.Errorf("spin %v, call %d: rank %d: %v", spin, i, r, err)
-						return
-					}
+		onEveryRank(t, c, calls, fmt.Sprintf("spin %v: the Gathers", spin), func(r, i int) error {
+			root := i % n
+			p := Part{Send: []byte{byte(i), byte(r), 7, byte(r * i)}}
+			if r == root {
+				p.Recv, p.RecvBlock = make([]byte, 4*n+3), 4 // longer than the blocks
+				got[i] = p.Recv
+				if i%3 == 0 { // in place
+					copy(p.Recv[4*r:], p.Send)
+					p.Send = p.Recv[4*r : 4*r+4]
 				}
-			})
-		}
-		awaitRanks(t, &wg, 20*time.Second, fmt.Sprintf("spin %v: the Gathers", spin))
+			}
+			return c.Gather(r, p, 1, root)
+		})
 		for i, b := range got {
 			want := make([]byte, 4*n+3)
 			for r := range n {
@@ -105,6 +81,24 @@ func TestGatherInSlot(t *testing.T) {
 			t.Fatalf("spin %v: the Gathers did not go through the slot", spin)
 		}
 	}
+}
+
+// onEveryRank runs call(r, i) for i from 0 to calls-1 on every rank r of c, each in a
+// goroutine of its own, stopping a rank at its first error.
+func onEveryRank(t *testing.T, c *Comm, calls int, what string, call func(r, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for r := range c.n {
+		wg.Go(func() {
+			for i := range calls {
+				if err := call(r, i); err != nil {
+					t.Errorf("%s, call %d: rank %d: %v", what, i, r, err)
+					return
+				}
+			}
+		})
+	}
+	awaitRanks(t, &wg, 20*time.Second, what)
 }
 
 // TestReduceInSlotFaults: when one rank's small Reduce differs from the others'
@@ -432,22 +426,13 @@ func TestExchangeInSlot(t *testing.T) {
 		}
 		return nil
 	}
+	onEveryRank(t, c, 2*ringSize, "the Allgathers and Alltoalls", func(r, i int) error {
+		if err := gatherAll(r, i, 8); err != nil {
+			return err
+		}
+		return toAll(r, i, 2)
+	})
 	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			for i := range 2 * ringSize {
-				if err := gatherAll(r, i, 8); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := toAll(r, i, 2); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	awaitRanks(t, &wg, 20*time.Second, "the Allgathers and Alltoalls")
 	for back, k := range []kind{alltoall, allgather} {
 		if v, ok := c.slotHeld(c.ranks[0].seq.Load() - 1 - uint64(back)); !ok || slotKind(v) != k {
 			t.Fatalf("the %vs did not go through the slot", k)
