@@ -332,8 +332,8 @@ type episode struct {
 	arrived atomic.Int64    // ranks that have joined; every rank adds one exactly once
 	near    [nearBytes]byte // a small slab, in the line its writers then arrive in (see slabOf)
 
-	done  gate // the episode is over for every rank still waiting in it
-	maker int
+	done  gate                   // the episode is over for every rank still waiting in it
+	maker int                    // the rank that made it
 	odd   atomic.Pointer[[2]int] // a rank whose length is not width, and its length
 	mem   []byte                 // slab, or a small Bcast's or Scatter's copy (see own)
 
@@ -445,7 +445,7 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 			// Cleared in place and then filled in: a literal was built on the stack and
 			// copied, its loads waiting for the stores of its fields.
 			*fresh = episode{}
-			fresh.seq, fresh.kind, fresh.root, fresh.elem, fresh.fn, fresh.mem = s, k, int32(root), int32(elem), fn, mem
+			fresh.seq, fresh.kind, fresh.root, fresh.elem, fresh.fn, fresh.mem, fresh.maker = s, k, int32(root), int32(elem), fn, mem, rank
 			if x != nil && x.copies != nil { // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
@@ -455,7 +455,7 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 				fresh.groups = c.arrange(groups)
 			}
 			if width >= 0 {
-				fresh.small, fresh.slab, fresh.width, fresh.maker = true, fresh.slabOf(c.n*width), width, rank
+				fresh.small, fresh.slab, fresh.width = true, fresh.slabOf(c.n*width), width
 			}
 		}
 		if slot.CompareAndSwap(e, fresh) {

@@ -319,22 +319,22 @@ func (c *Comm) foldSmall(e *episode, rank int, send, recv []byte) (err *errs.Err
 	if e.kind == reduce {
 		copy(e.slab[rank*w:], send) // the root's piece of the slab is free, and recv may be send
 	}
-	return fold(e.kind, e.slab, c.n, w, recv, e.fn)
+	return fold(e.kind, func(r int) []byte { return e.slab[r*w : (r+1)*w] }, c.n, w, recv, e.fn)
 }
 
-// fold folds n pieces of w bytes, slab's, into recv in rank order: recv gets
-// piece 0 op (piece 1 op (... op piece n-1)), as MPI requires of an operation that
-// does not commute. A panic of fn is the fault.
-func fold(k kind, slab []byte, n, w int, recv []byte, fn func(in, inout []byte)) (err *errs.Error) {
+// fold folds n pieces of w bytes, piece(0) to piece(n-1), into recv in rank order:
+// recv gets piece 0 op (piece 1 op (... op piece n-1)), as MPI requires of an
+// operation that does not commute. A panic of fn is the fault.
+func fold(k kind, piece func(r int) []byte, n, w int, recv []byte, fn func(in, inout []byte)) (err *errs.Error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = opPanic(k.String(), p)
 		}
 	}()
 	acc := recv[:w]
-	copy(acc, slab[(n-1)*w:])
+	copy(acc, piece(n-1))
 	for r := n - 2; r >= 0; r-- {
-		fn(slab[r*w:(r+1)*w], acc)
+		fn(piece(r), acc)
 	}
 	return nil
 }

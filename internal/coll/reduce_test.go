@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -91,13 +92,13 @@ func TestReduceSmallLengths(t *testing.T) {
 	for _, first := range []int{bad, root} {
 		_, outcomes := reduceAll(c, n, root, first, func(r int) []byte {
 			if r == bad {
-				return make([]byte, 12)
+				return make([]byte, 20) // too long for the slot: through an episode
 			}
 			return make([]byte, 8)
 		}, false)
 		var e *errs.Error
 		if err := outcomes[root]; !errors.As(err, &e) || e.Class != errs.Count || e.Peer != bad ||
-			!strings.Contains(e.Detail, "the root has 2 elements, rank 2 has 3") {
+			!strings.Contains(e.Detail, "the root has 2 elements, rank 2 has 5") {
 			t.Errorf("%d made the episode: the root returned %v, want ErrCount naming rank %d", first, err, bad)
 		}
 		got, again := reduceAll(c, n, root, -1, matrix, false)
@@ -339,16 +340,16 @@ func TestScanSmallOddPiece(t *testing.T) {
 	outcomes := make([]error, n)
 	var wg sync.WaitGroup
 	seq := c.ranks[1].seq.Load()
-	wg.Go(func() { outcomes[1] = scan(1, 16) })
+	wg.Go(func() { outcomes[1] = scan(1, 32) })
 	joinedBy(c, 1, seq)
 	e := c.ring[seq%ringSize].p.Load()
-	wg.Go(func() { outcomes[3] = scan(3, 32) })
+	wg.Go(func() { outcomes[3] = scan(3, 64) })
 	for e.odd.Load() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	outcomes[0] = scan(0, 8)
-	outcomes[2] = scan(2, 16)
-	outcomes[4] = scan(4, 16)
+	outcomes[0] = scan(0, 24)
+	outcomes[2] = scan(2, 32)
+	outcomes[4] = scan(4, 32)
 	wg.Wait()
 	if outcomes[0] != nil {
 		t.Errorf("rank 0, which needs nobody, returned %v", outcomes[0])
@@ -464,6 +465,36 @@ func TestSmallExchangeStress(t *testing.T) {
 	})
 }
 
+// TestAllreduceSmallEpisode: on more ranks that spin than the slot takes, an
+// Allreduce of pieces that fit the line of an episode's arrivals together goes
+// through that line and gives every rank the sum, in place or not.
+func TestAllreduceSmallEpisode(t *testing.T) {
+	const n, w = slotRanks + 2, nearBytes / (slotRanks + 2)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1)) // a processor per rank
+	c := New(NewJob(), n, 20*time.Microsecond)
+	for _, inPlace := range []bool{false, true} {
+		seq := c.ranks[0].seq.Load()
+		recvs := make([][]byte, n)
+		onEveryRank(t, c, 1, fmt.Sprintf("in place %v", inPlace), func(r, _ int) error {
+			send := bytes.Repeat([]byte{byte(r + 1)}, w)
+			recvs[r] = make([]byte, w)
+			if inPlace {
+				copy(recvs[r], send)
+				send = recvs[r]
+			}
+			return c.Allreduce(r, send, recvs[r], 1, sum)
+		})
+		if e := c.ring[seq%ringSize].p.Load(); e == nil || e.seq != seq || !e.small {
+			t.Fatalf("in place %v: the Allreduce did not go through a small episode", inPlace)
+		}
+		for r, got := range recvs {
+			if want := bytes.Repeat([]byte{n * (n + 1) / 2}, w); !bytes.Equal(got, want) {
+				t.Fatalf("in place %v: rank %d got %v, want %v", inPlace, r, got, want)
+			}
+		}
+	}
+}
+
 // allreduceAll runs an Allreduce on c's n ranks, rank r contributing send(r), and
 // returns every rank's recv and error, and the way it went: through the ring slot,
 // a small episode or the general path.
@@ -493,24 +524,22 @@ func allreduceAll(c *Comm, send func(r int) []byte, inPlace bool) ([][]byte, []e
 	return recvs, errs, "general"
 }
 
-// TestAllreduceSmall: an Allreduce whose pieces fit the ring slot, or the line of
-// the arrivals on ranks that spin, gives every rank the fold in rank order, in place
-// or not, as the general path does just past that size; a rank whose length differs
-// fails it on every rank, with a fault naming that rank's length (beside the length
-// of the first to arrive, or of another rank that differs from it), and the
-// communicator goes on working.
+// TestAllreduceSmall: an Allreduce of ranks that spin whose pieces fit the ring
+// slot gives every rank the fold in rank order, in place or not, as the general
+// path does past that many ranks; a rank whose length differs fails it on every
+// rank, with a fault naming that rank's length (beside the length of the first to
+// arrive, or of another rank that differs from it), and the communicator goes on
+// working. (TestAllreduceSmallEpisode: the pieces of more ranks in the line of the
+// arrivals.)
 func TestAllreduceSmall(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(nearBytes/4 + 1)) // a processor per rank
-	for _, n := range []int{2, 4, nearBytes / 4, nearBytes/4 + 1} {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(slotRanks + 2)) // a processor per rank
+	for _, n := range []int{2, 4, slotRanks, slotRanks + 1} {
 		c := New(NewJob(), n, 20*time.Microsecond)
 		for _, inPlace := range []bool{false, true} {
 			recvs, errs, way := allreduceAll(c, matrix, inPlace)
 			want := "general"
-			switch {
-			case n*4 <= litSlot:
+			if c.slotFits(4, 4) {
 				want = "slot"
-			case n*4 <= nearBytes:
-				want = "small"
 			}
 			if way != want {
 				t.Fatalf("%d ranks: went through %s, want %s", n, way, want)
@@ -521,7 +550,7 @@ func TestAllreduceSmall(t *testing.T) {
 				}
 			}
 		}
-		if n*4 > nearBytes {
+		if !c.slotFits(4, 4) {
 			continue
 		}
 		bad := n - 1
@@ -533,7 +562,9 @@ func TestAllreduceSmall(t *testing.T) {
 		}, false)
 		for r, err := range outcomes {
 			var e *errs.Error
-			if !errors.As(err, &e) || e.Class != errs.Count || !strings.Contains(e.Detail, fmt.Sprintf("rank %d has 2", bad)) {
+			// Its length, or "more" when another found its episode before it found the slot.
+			if !errors.As(err, &e) || e.Class != errs.Count || !strings.Contains(e.Detail, fmt.Sprintf("rank %d has 2", bad)) &&
+				!strings.Contains(e.Detail, fmt.Sprintf("rank %d has more", bad)) {
 				t.Errorf("%d ranks, rank %d's length differing: rank %d returned %v, want ErrCount naming it", n, bad, r, err)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // A small Reduce, Scan, Exscan or Gather (at most slotRanks ranks, whose
-// contributions fit litSlot bytes together), and on ranks that spin a small
+// contributions fit the slot: see slotPiece), and on ranks that spin a small
 // Allreduce, Allgather, Alltoall or a Barrier (see slotEveryone), needs no episode,
 // as a small Bcast needs none (lit.go): every rank leaves its contribution (a
 // Gather's or Allgather's block, an Alltoall's n blocks) in the ring slot, at its
@@ -124,7 +124,24 @@ func (c *Comm) slotHeld(s uint64) (uint64, bool) {
 // slotFits reports whether a reduction of w-byte contributions of elem-byte
 // elements goes through the slot.
 func (c *Comm) slotFits(w, elem int) bool {
-	return c.n <= slotRanks && c.n*w <= litSlot && elem < 64
+	return c.n <= slotRanks && elem < 64 && (w == 0 || c.n <= litSlot/w+litMore/w)
+}
+
+// slotPiece returns the w bytes of rank's contribution to episode s's slot: in the
+// rest of the slot's line while whole pieces fit there, then in the rest of its
+// claim's line (as a Bcast's copy continues there), so that no piece straddles the
+// two and each can be folded where it lies. With 4 ranks of two doubles each, a
+// Reduce's, Scan's, Exscan's or Gather's pieces so fit the slot, where they took
+// an episode's six lines.
+func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
+	if w == 0 {
+		return nil
+	}
+	if first := litSlot / w; rank >= first {
+		rank -= first
+		return c.claims[s%ringSize].more[rank*w : (rank+1)*w]
+	}
+	return c.ring[s%ringSize].data[rank*w : (rank+1)*w]
 }
 
 // reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier,
@@ -152,7 +169,7 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 			return false, nil // a copy for s: see unlit
 		case claim.CompareAndSwap(old, mine):
 			// Opened with our contribution in: one line move fewer than setting our bit after.
-			copy(r.data[rank*w:], send)
+			copy(c.slotPiece(s, rank, w), send)
 			v = call | bit
 			r.lit.Store(v)
 			return true, c.slotDone(k, rank, root, s, v, recv, w, fn)
@@ -162,7 +179,7 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 	if v&slotCall != call&slotCall {
 		return true, c.slotOdd(k, rank, root, s, w, elem, v, recv)
 	}
-	copy(r.data[rank*w:], send)
+	copy(c.slotPiece(s, rank, w), send)
 	for !r.lit.CompareAndSwap(v, v|bit) {
 		v = r.lit.Load()
 	}
@@ -252,20 +269,23 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 			return c.outcome(e, rank, ok)
 		}
 	}
+	piece := func(j int) []byte { return c.slotPiece(s, j, w) }
 	switch k {
 	case barrier:
 		return nil
 	case gather, allgather: // every rank's block has the length of ours, its RecvBlock
-		copy(recv, r.data[:c.n*w])
+		for j := range c.n {
+			copy(recv[j*w:(j+1)*w], piece(j))
+		}
 		return nil
 	case alltoall: // block rank of every rank's n
 		b := w / c.n
 		for j := range c.n {
-			copy(recv[j*b:(j+1)*b], r.data[j*w+rank*b:])
+			copy(recv[j*b:(j+1)*b], piece(j)[rank*b:])
 		}
 		return nil
 	}
-	if err := fold(k, r.data[:], pieces, w, recv, fn); err != nil {
+	if err := fold(k, piece, pieces, w, recv, fn); err != nil {
 		err.Rank = rank
 		return err
 	}

@@ -13,22 +13,33 @@ import (
 )
 
 // TestReduceInSlot: small Reduces go through the ring slot, lap after lap, at
-// every root, and give every sum, with and without spinning ranks.
+// every root, and give every sum, with and without spinning ranks, their pieces in
+// the slot's line or, at every other call, in its claim's line too.
 func TestReduceInSlot(t *testing.T) {
 	const n, calls = 4, 3 * ringSize
+	piece := func(r, i int) []byte {
+		p := []byte{byte(i), byte(r), 1, 2, 3, 4, 5, byte(r * i)}
+		if i%2 == 1 {
+			p = append(p, p...)
+		}
+		return p
+	}
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 		c := New(NewJob(), n, spin)
 		got := make([][]byte, calls)
 		onEveryRank(t, c, calls, fmt.Sprintf("spin %v: the Reduces", spin), func(r, i int) error {
-			root, out := i%n, []byte(nil)
+			root, send, out := i%n, piece(r, i), []byte(nil)
 			if r == root {
-				out = make([]byte, 8)
+				out = make([]byte, len(send))
 				got[i] = out
 			}
-			return c.Reduce(r, []byte{byte(i), byte(r), 1, 2, 3, 4, 5, byte(r * i)}, out, 1, sum, root)
+			return c.Reduce(r, send, out, 1, sum, root)
 		})
 		for i, b := range got {
-			want := []byte{byte(n * i), 0 + 1 + 2 + 3, n, 2 * n, 3 * n, 4 * n, 5 * n, byte(6 * i)}
+			want := make([]byte, len(piece(0, i)))
+			for r := range n {
+				sum(piece(r, i), want)
+			}
 			if string(b) != string(want) {
 				t.Fatalf("spin %v, call %d: root %d got %v, want %v", spin, i, i%n, b, want)
 			}
