@@ -63,21 +63,33 @@ func (k kind) more() string {
 	return "collective"
 }
 
-// exchange is what the ranks of one episode publish: one part each, written by its
+// exchange is what the ranks of one episode publish: one share each, written by its
 // rank before it arrives and read by the others after the start gate opens.
 //
 // A small exchange's is kept when its episode is reused, with the copies of the
 // ranks' send buffers (each rank reuses its own): it then costs no allocation.
 type exchange struct {
-	parts    []Part
+	shares   []share
 	finished atomic.Int64 // ranks done with their share
-	copies   [][]byte     // small: each rank's copy of its send buffer
+	small    bool         // each rank publishes a copy of its send buffer
+}
+
+// share is one rank's part in an exchange and, in a small one, its copy of its send
+// buffer: lines of their own, which the rank writes while the others write theirs
+// (packed, a Part of 160 bytes shared a line with the next rank's, and the copies'
+// headers shared one: 2 ranks' Gatherv of 8 bytes 0.282 -> 0.230 µs).
+type share struct {
+	Part
+	copy []byte
+	_    [192 - 160 - 24]byte
 }
 
 // reset readies a small exchange for another episode, whose maker calls it before
 // anybody else sees it (nobody touches the old one: see Comm.reuse).
 func (x *exchange) reset() {
-	clear(x.parts) // no user buffer stays reachable from here
+	for i := range x.shares {
+		x.shares[i].Part = Part{} // no user buffer stays reachable from here
+	}
 	x.finished.Store(0)
 }
 
@@ -262,7 +274,7 @@ const (
 // 0.240 -> 0.214).
 func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte), p *Part) error {
 	if c.n == 1 {
-		x := &exchange{parts: []Part{*p}}
+		x := &exchange{shares: []share{{Part: *p}}}
 		if f := c.agree(k, x, root, elem); f != nil {
 			f.Rank = rank
 			return f
@@ -317,10 +329,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	}
 	x := e.x.Load()
 	if x == nil {
-		fresh := &exchange{parts: make([]Part, c.n)}
-		if e.small {
-			fresh.copies = make([][]byte, c.n)
-		}
+		fresh := &exchange{shares: make([]share, c.n), small: e.small}
 		if e.x.CompareAndSwap(nil, fresh) {
 			x = fresh
 		} else {
@@ -333,7 +342,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	if e.small {
 		return c.exchangeSmall(e, x, k, rank, root, elem, p)
 	}
-	x.parts[rank] = *p
+	x.shares[rank].Part = *p
 	n := int64(c.n)
 	ok := true
 	if e.arrived.Add(1) == n {
@@ -398,9 +407,10 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	if e.fault.Load() != nil { // a check failed (another collective, root or element size): every gate is open
 		return c.outcome(e, rank, true)
 	}
-	x.copies[rank] = append(x.copies[rank][:0], p.Send...)
-	x.parts[rank] = *p
-	x.parts[rank].Send = x.copies[rank]
+	sh := &x.shares[rank]
+	sh.copy = append(sh.copy[:0], p.Send...)
+	sh.Part = *p
+	sh.Send = sh.copy
 	last := e.arrived.Add(1) == int64(c.n)
 	if last {
 		if f := c.agree(k, x, root, elem); f != nil {
@@ -499,7 +509,7 @@ func (c *Comm) gathervSmall(e *episode, x *exchange, rank, root int, p *Part) er
 		return c.outcome(e, rank, true)
 	}
 	if rank != root {
-		x.copies[rank] = append(x.copies[rank][:0], p.Send...)
+		x.shares[rank].copy = append(x.shares[rank].copy[:0], p.Send...)
 		c.arrive(e)
 		return c.outcome(e, rank, true)
 	}
@@ -510,7 +520,7 @@ func (c *Comm) gathervSmall(e *episode, x *exchange, rank, root int, p *Part) er
 		if j == root {
 			return p.Send
 		}
-		return x.copies[j]
+		return x.shares[j].copy
 	}
 	for j := range c.n {
 		if f := mismatch(gatherv, int(e.elem), j, root, len(block(j)), p.recvCount(j)); f != nil {
@@ -614,7 +624,7 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) (err error
 // agree checks, once every rank has published its part, that the ranks' lengths
 // and counts fit one another. It reads only the parts, not the buffers.
 func (c *Comm) agree(k kind, x *exchange, root, elem int) *errs.Error {
-	ps := x.parts
+	ps := x.shares
 	fault := func(class errs.Class, peer int, format string, args ...any) *errs.Error {
 		return &errs.Error{Class: class, Op: k.String(), Peer: peer, Tag: errs.None, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -691,7 +701,7 @@ func mismatch(k kind, elem, from, to, sent, room int) *errs.Error {
 // senders push their blocks into the root's buffer, the other data movers pull
 // theirs.
 func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte)) (fault *errs.Error) {
-	ps, me := x.parts, &x.parts[rank]
+	ps, me := x.shares, &x.shares[rank]
 	switch k {
 	case gather, gatherv:
 		move(ps[root].recvBlock(rank), me.Send)
