@@ -17,9 +17,10 @@ import (
 // episode's number and the call (kind, root, length, element size); a rank that
 // needs the others' contributions (a Reduce's or Gather's root, a Scan's rank r:
 // those of ranks 0 to r, every rank of the others) folds them or copies its blocks
-// out once their bits are set, and a Barrier's ranks return once every bit is. The first rank to come claims the slot as a Bcast's root
-// does (litLeave, with the claim flagged slotTag), so that no root of another
-// collective writes a copy there meanwhile, and opens it. An episode's first line,
+// out once their bits are set, and a Barrier's ranks return once every bit is. The
+// first rank to come claims the slot as a Bcast's root does (litLeave, with the
+// claim flagged slotTag), so that no root of another collective writes a copy
+// there meanwhile, and opens it. An episode's first line,
 // written by its maker on one core and read by every rank on the others, and the
 // six lines of the recycled episode that its maker clears, were most of a small
 // reduction's time on two processors (4 ranks, 8 bytes: a Reduce to the same root
@@ -39,13 +40,12 @@ import (
 
 // slotEveryone: an Allreduce, Allgather, Alltoall or Barrier, where every rank waits
 // for every other, goes through the slot only on ranks that have a processor each
-// (and spin): there
-// 2 ranks' Allreduce of 8 bytes took 0.242 µs against 0.325 through an episode, and
-// their Barrier 0.200 against 0.256 (Open MPI 0.208 and 0.161), but with more ranks
-// than processors nearly every call had a rank make the episode to park on, where a
-// Barrier's ranks mostly find their counter complete after one yield: 4 ranks on 2
-// processors 0.393 against 0.365 µs, 16 ranks 3.34 against 2.14, Allreduce 0.573
-// against 0.513.
+// (and spin): there 2 ranks' Allreduce of 8 bytes took 0.242 µs against 0.325
+// through an episode, and their Barrier 0.200 against 0.256 (Open MPI 0.208 and
+// 0.161), but with more ranks than processors nearly every call had a rank make the
+// episode to park on, where a Barrier's ranks mostly find their counter complete
+// after one yield: 4 ranks on 2 processors 0.393 against 0.365 µs, 16 ranks 3.34
+// against 2.14, Allreduce 0.573 against 0.513.
 
 // slotRanks is the most ranks whose reduction may go through the slot: one bit each.
 const slotRanks = 16
@@ -147,9 +147,9 @@ func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
 // reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier,
 // Gather, Allgather or Alltoall (k) through its next episode's ring slot (the recv
 // of a Gather's root and of an Allgather holds n blocks as long as the rank's send,
-// an Alltoall's as long as its send, and no more). It reports false, having done nothing, when a root of
-// another collective left its copy there: the rank then goes through an episode,
-// where it finds the fault.
+// an Alltoall's as long as its send, and no more). It reports false, having done
+// nothing, when a root of another collective left its copy there: the rank then
+// goes through an episode, where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
@@ -177,7 +177,7 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 		v, held = c.slotHeld(s)
 	}
 	if v&slotCall != call&slotCall {
-		return true, c.slotOdd(k, rank, root, s, w, elem, v, recv)
+		return true, c.slotOdd(k, rank, root, s, w, elem, v)
 	}
 	copy(c.slotPiece(s, rank, w), send)
 	for !r.lit.CompareAndSwap(v, v|bit) {
@@ -201,7 +201,7 @@ func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, w int,
 // the waiting ranks' episode with the fault naming the rank, and returns the rank's
 // own. A Gather's sender whose block differs in length alone leaves without an
 // error, as through an episode, and its root judges the lengths by its blocks.
-func (c *Comm) slotOdd(k kind, rank, root int, s uint64, w, elem int, v uint64, recv []byte) error {
+func (c *Comm) slotOdd(k kind, rank, root int, s uint64, w, elem int, v uint64) error {
 	err := slotMisfit(s, k, rank, root, w, elem, v)
 	c.slotFail(rank, s, forRoot(err, rank))
 	c.count(rank, s)
