@@ -373,8 +373,8 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 // slotRecv returns the receive buffer with which a Scan, Exscan or Gather (k) of
 // ranks whose contributions are short enough goes through the slot (reduceInSlot),
 // and whether it does: a Gather's root's n blocks, when it has room for them. So
-// do an Allgather and an Alltoall on ranks that spin, as an Allreduce does (see
-// slotEveryone), with room for their n blocks.
+// do an Allgather, Alltoall and ReduceScatterBlock on ranks that spin, as an
+// Allreduce does (see slotEveryone), with room for their blocks.
 func (c *Comm) slotRecv(k kind, rank, root int, p *Part) ([]byte, bool) {
 	var want int
 	switch {
@@ -388,6 +388,8 @@ func (c *Comm) slotRecv(k kind, rank, root int, p *Part) ([]byte, bool) {
 		want = c.n * len(p.Send)
 	case k == alltoall && c.spin > 0:
 		want = len(p.Send)
+	case k == reduceScatterBlock && c.spin > 0 && len(p.Send) == c.n*p.SendBlock:
+		want = p.SendBlock
 	default:
 		return nil, false
 	}

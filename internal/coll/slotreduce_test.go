@@ -390,9 +390,9 @@ func TestEveryoneInSlot(t *testing.T) {
 	}
 }
 
-// TestExchangeInSlot: on ranks that spin, small Allgathers and Alltoalls go through
-// the ring slot lap after lap, in place or not, and every block lands where it
-// belongs; a rank whose blocks are of another length (short enough for the slot or
+// TestExchangeInSlot: on ranks that spin, small Allgathers, Alltoalls and
+// ReduceScatterBlocks go through the ring slot lap after lap, in place or not, and
+// every block lands where it belongs, each reduction in rank order; a rank whose blocks are of another length (short enough for the slot or
 // not), or that calls the other of the two, gives every rank an error, whoever
 // comes first, and the communicator goes on working.
 func TestExchangeInSlot(t *testing.T) {
@@ -437,26 +437,58 @@ func TestExchangeInSlot(t *testing.T) {
 		}
 		return nil
 	}
-	onEveryRank(t, c, 2*ringSize, "the Allgathers and Alltoalls", func(r, i int) error {
+	block := func(r, j int) []byte { // block j of rank r's ReduceScatterBlock: matrix(r) to the power j+1
+		m := matrix(r)
+		for range j {
+			matmul(matrix(r), m)
+		}
+		return m
+	}
+	scatterAll := func(r, i int) error {
+		p := Part{Send: make([]byte, 4*n), Recv: make([]byte, 4), SendBlock: 4}
+		for j := range n {
+			copy(p.Send[4*j:], block(r, j))
+		}
+		if err := c.ReduceScatterBlock(r, p, 4, matmul); err != nil {
+			return err
+		}
+		want := block(n-1, r)
+		for j := n - 2; j >= 0; j-- {
+			matmul(block(j, r), want)
+		}
+		if string(p.Recv) != string(want) {
+			return fmt.Errorf("ReduceScatterBlock %d: rank %d got %v, want %v", i, r, p.Recv, want)
+		}
+		return nil
+	}
+	onEveryRank(t, c, 2*ringSize, "the Allgathers, Alltoalls and ReduceScatterBlocks", func(r, i int) error {
 		if err := gatherAll(r, i, 8); err != nil {
 			return err
 		}
-		return toAll(r, i, 2)
+		if err := toAll(r, i, 2); err != nil {
+			return err
+		}
+		return scatterAll(r, i)
 	})
 	var wg sync.WaitGroup
-	for back, k := range []kind{alltoall, allgather} {
+	for back, k := range []kind{reduceScatterBlock, alltoall, allgather} {
 		if v, ok := c.slotHeld(c.ranks[0].seq.Load() - 1 - uint64(back)); !ok || slotKind(v) != k {
 			t.Fatalf("the %vs did not go through the slot", k)
 		}
+	}
+	longBlocks := func(r int) error { // too long for the slot: through an episode
+		return c.ReduceScatterBlock(r, Part{Send: make([]byte, 64*n), Recv: make([]byte, 64), SendBlock: 64}, 4, matmul)
 	}
 	for _, tc := range []struct {
 		name string
 		odd  func(r int) error
 		want errs.Class
+		rest func(r int) error // the others' call, when not an Allgather of 8-byte blocks
 	}{
-		{"short blocks", func(r int) error { return gatherAll(r, 1, 4) }, errs.Count},
-		{"long blocks", func(r int) error { return gatherAll(r, 1, 16) }, errs.Count},
-		{"Alltoall", func(r int) error { return toAll(r, 1, 2) }, errs.Arg},
+		{"short blocks", func(r int) error { return gatherAll(r, 1, 4) }, errs.Count, nil},
+		{"long blocks", func(r int) error { return gatherAll(r, 1, 16) }, errs.Count, nil},
+		{"Alltoall", func(r int) error { return toAll(r, 1, 2) }, errs.Arg, nil},
+		{"long ReduceScatterBlock blocks", longBlocks, errs.Count, func(r int) error { return scatterAll(r, 1) }},
 	} {
 		for _, first := range []int{1, 3, -1} {
 			s := c.ranks[0].seq.Load()
@@ -468,9 +500,12 @@ func TestExchangeInSlot(t *testing.T) {
 							time.Sleep(time.Millisecond)
 						}
 					}
-					if r == 1 {
+					switch {
+					case r == 1:
 						results[r] = tc.odd(r)
-					} else {
+					case tc.rest != nil:
+						results[r] = tc.rest(r)
+					default:
 						results[r] = gatherAll(r, 1, 8)
 					}
 				})
@@ -503,7 +538,7 @@ func held(c *Comm, s uint64) bool {
 
 // TestSlotStaleWord: a Reduce's word left in a slot, every bit set, with its
 // pieces still there, whose episode number's low bits are those of a later
-// episode of the slot (as if 2^23 collectives had gone by without touching it), is
+// episode of the slot (as if 2^20 collectives had gone by without touching it), is
 // not taken for that episode's Reduce: the episode that uses the slot next,
 // through an episode of its own, clears it.
 func TestSlotStaleWord(t *testing.T) {
