@@ -152,9 +152,9 @@ func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
 // Gather, Allgather, Alltoall or ReduceScatterBlock (k) through its next episode's
 // ring slot (the recv of a Gather's root and of an Allgather holds n blocks as long
 // as the rank's send, an Alltoall's as long as its send, a ReduceScatterBlock's one
-// block, and no more). It reports false, having done
-// nothing, when a root of another collective left its copy there: the rank then
-// goes through an episode, where it finds the fault.
+// block, and no more). It reports false, having done nothing, when a root of
+// another collective left its copy there: the rank then goes through an episode,
+// where it finds the fault.
 func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
