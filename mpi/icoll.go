@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 
 	"github.com/weft-mpi/weft/internal/coll"
-	"github.com/weft-mpi/weft/internal/errs"
 	"github.com/weft-mpi/weft/internal/xcoll"
 )
 
@@ -117,21 +116,6 @@ func (nb *icoll) finish(err error) {
 	}
 }
 
-// partColl is what the collectives moving blocks of their own sizes run on, with
-// the same methods in one proc (internal/coll) and across procs (internal/xcoll).
-type partColl interface {
-	Scatter(rank int, p coll.Part, elem, root int) error
-	Gatherv(rank int, p coll.Part, elem, root int) error
-	Scatterv(rank int, p coll.Part, elem, root int) error
-	Allgatherv(rank int, p coll.Part, elem int) error
-	Alltoall(rank int, p coll.Part, elem int) error
-	Alltoallv(rank int, p coll.Part, elem int) error
-	Scan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-	Exscan(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-	ReduceScatterBlock(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-	ReduceScatter(rank int, p coll.Part, elem int, fn func(in, inout []byte)) error
-}
-
 // do runs the collective on the calling rank's goroutine or its queue's, and
 // returns the engine's error.
 func (o *collOp) do(c *Comm) error {
@@ -161,7 +145,7 @@ func (o *collOp) across(r int, x *xcoll.Comm) error {
 	case coll.KindAllgather:
 		return x.Allgather(r, p.Send, p.Recv, o.el)
 	}
-	return o.parts(r, x)
+	return x.Exchange(o.k, r, o.root, o.el, o.fn, p)
 }
 
 // local runs the collective as rank r of a communicator within this proc.
@@ -176,40 +160,8 @@ func (o *collOp) local(r int, l *coll.Comm) error {
 		return l.Reduce(r, p.Send, p.Recv, o.el, o.fn, o.root)
 	case coll.KindAllreduce:
 		return l.Allreduce(r, p.Send, p.Recv, o.el, o.fn)
-	case coll.KindGather:
-		return l.Gather(r, *p, o.el, o.root)
-	case coll.KindAllgather:
-		return l.Allgather(r, *p, o.el)
 	}
-	return o.parts(r, l)
-}
-
-// parts runs the collectives that both engines take as coll.Parts.
-func (o *collOp) parts(r int, pc partColl) error {
-	p := &o.p
-	switch o.k {
-	case coll.KindScatter:
-		return pc.Scatter(r, *p, o.el, o.root)
-	case coll.KindScatterv:
-		return pc.Scatterv(r, *p, o.el, o.root)
-	case coll.KindGatherv:
-		return pc.Gatherv(r, *p, o.el, o.root)
-	case coll.KindAllgatherv:
-		return pc.Allgatherv(r, *p, o.el)
-	case coll.KindAlltoall:
-		return pc.Alltoall(r, *p, o.el)
-	case coll.KindAlltoallv:
-		return pc.Alltoallv(r, *p, o.el)
-	case coll.KindScan:
-		return pc.Scan(r, *p, o.el, o.fn)
-	case coll.KindExscan:
-		return pc.Exscan(r, *p, o.el, o.fn)
-	case coll.KindReduceScatterBlock:
-		return pc.ReduceScatterBlock(r, *p, o.el, o.fn)
-	case coll.KindReduceScatter:
-		return pc.ReduceScatter(r, *p, o.el, o.fn)
-	}
-	return errs.New(errs.Intern, o.name, r, "collective kind %v has no engine", o.k)
+	return l.Exchange(o.k, r, o.root, o.el, o.fn, p)
 }
 
 // Ibarrier starts a Barrier: the request completes once every rank has called it.

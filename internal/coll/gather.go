@@ -132,48 +132,62 @@ func (p *Part) recvCount(j int) int {
 	return p.RecvCounts[j]
 }
 
+// Exchange runs the collective of kind k among those that take a Part (every one
+// of this file): the mpi package's one entry to them, a method of a concrete type,
+// so that the caller's Part stays on its stack (called through an interface, it
+// escaped to the heap: 4 allocations a call).
+func (c *Comm) Exchange(k Kind, rank, root, elem int, fn func(in, inout []byte), p *Part) error {
+	switch k {
+	case scatter:
+		return c.Scatter(rank, p, elem, root)
+	case scatterv:
+		return c.Scatterv(rank, p, elem, root)
+	}
+	return c.exchange(k, rank, root, elem, fn, p)
+}
+
 // Gather: every rank's Send goes to block rank of the root's receive buffer (the
 // root's RecvBlock or RecvCounts/RecvDispls); Recv is ignored elsewhere. A rank
 // sending more than the root's block for it gets ErrTruncate, fewer ErrCount.
-func (c *Comm) Gather(rank int, p Part, elem, root int) error {
-	return c.exchange(gather, rank, root, elem, nil, &p)
+func (c *Comm) Gather(rank int, p *Part, elem, root int) error {
+	return c.exchange(gather, rank, root, elem, nil, p)
 }
 
 // Gatherv is Gather with the root's RecvCounts and RecvDispls.
-func (c *Comm) Gatherv(rank int, p Part, elem, root int) error {
-	return c.exchange(gatherv, rank, root, elem, nil, &p)
+func (c *Comm) Gatherv(rank int, p *Part, elem, root int) error {
+	return c.exchange(gatherv, rank, root, elem, nil, p)
 }
 
 // Scatter: block j of the root's Send goes to the start of rank j's Recv, which
 // must be at least as long (ErrTruncate otherwise). Up to litBytes of Send, the
 // root leaves a copy in the ring slot and the others take their blocks from there
 // (lit.go), as in a small Bcast.
-func (c *Comm) Scatter(rank int, p Part, elem, root int) error {
+func (c *Comm) Scatter(rank int, p *Part, elem, root int) error {
 	switch {
 	case c.n == 1:
 	case rank == root:
-		if done, err := c.scatterRoot(scatter, rank, &p, elem, p.SendBlock); done {
+		if done, err := c.scatterRoot(scatter, rank, p, elem, p.SendBlock); done {
 			return err
 		}
 	case c.litCopy(rank, scatter, p.Recv, elem, root):
 		return nil
 	}
-	return c.exchange(scatter, rank, root, elem, nil, &p)
+	return c.exchange(scatter, rank, root, elem, nil, p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls. Blocks that are a
 // Scatter's (equal, one after the other) go through the ring slot as a Scatter's do.
-func (c *Comm) Scatterv(rank int, p Part, elem, root int) error {
+func (c *Comm) Scatterv(rank int, p *Part, elem, root int) error {
 	switch {
 	case c.n == 1:
 	case rank == root:
-		if done, err := c.scatterRoot(scatterv, rank, &p, elem, evenBlocks(&p)); done {
+		if done, err := c.scatterRoot(scatterv, rank, p, elem, evenBlocks(p)); done {
 			return err
 		}
 	case c.litCopy(rank, scatterv, p.Recv, elem, root):
 		return nil
 	}
-	return c.exchange(scatterv, rank, root, elem, nil, &p)
+	return c.exchange(scatterv, rank, root, elem, nil, p)
 }
 
 // scatterRoot takes the root of a small Scatter(v) through the ring slot (lit.go)
@@ -209,47 +223,47 @@ func evenBlocks(p *Part) int {
 }
 
 // Allgather: every rank's Send goes to block rank of every rank's Recv.
-func (c *Comm) Allgather(rank int, p Part, elem int) error {
-	return c.exchange(allgather, rank, 0, elem, nil, &p)
+func (c *Comm) Allgather(rank int, p *Part, elem int) error {
+	return c.exchange(allgather, rank, 0, elem, nil, p)
 }
 
 // Allgatherv is Allgather with every rank's RecvCounts and RecvDispls.
-func (c *Comm) Allgatherv(rank int, p Part, elem int) error {
-	return c.exchange(allgatherv, rank, 0, elem, nil, &p)
+func (c *Comm) Allgatherv(rank int, p *Part, elem int) error {
+	return c.exchange(allgatherv, rank, 0, elem, nil, p)
 }
 
 // Alltoall: block j of rank i's Send goes to block i of rank j's Recv.
-func (c *Comm) Alltoall(rank int, p Part, elem int) error {
-	return c.exchange(alltoall, rank, 0, elem, nil, &p)
+func (c *Comm) Alltoall(rank int, p *Part, elem int) error {
+	return c.exchange(alltoall, rank, 0, elem, nil, p)
 }
 
 // Alltoallv is Alltoall with every rank's send and receive counts and displacements.
-func (c *Comm) Alltoallv(rank int, p Part, elem int) error {
-	return c.exchange(alltoallv, rank, 0, elem, nil, &p)
+func (c *Comm) Alltoallv(rank int, p *Part, elem int) error {
+	return c.exchange(alltoallv, rank, 0, elem, nil, p)
 }
 
 // Scan: the first len(Send) bytes of rank r's Recv get send(0) op (send(1) op (...
 // op send(r))). Every rank's Send must have rank 0's length.
-func (c *Comm) Scan(rank int, p Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(scan, rank, 0, elem, fn, &p)
+func (c *Comm) Scan(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(scan, rank, 0, elem, fn, p)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not written.
-func (c *Comm) Exscan(rank int, p Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(exscan, rank, 0, elem, fn, &p)
+func (c *Comm) Exscan(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(exscan, rank, 0, elem, fn, p)
 }
 
 // ReduceScatterBlock: rank r's Recv block 0 gets the reduction, in rank order, of
 // block r of every rank's Send (SendBlock bytes each, the same on every rank).
-func (c *Comm) ReduceScatterBlock(rank int, p Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(reduceScatterBlock, rank, 0, elem, fn, &p)
+func (c *Comm) ReduceScatterBlock(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(reduceScatterBlock, rank, 0, elem, fn, p)
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes: rank r's Recv
 // gets the reduction of block r of every rank's Send (SendCounts, SendDispls), which
 // every rank must give alike.
-func (c *Comm) ReduceScatter(rank int, p Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(reduceScatter, rank, 0, elem, fn, &p)
+func (c *Comm) ReduceScatter(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
+	return c.exchange(reduceScatter, rank, 0, elem, fn, p)
 }
 
 // exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that

@@ -73,10 +73,10 @@ func testInSlot(t *testing.T, m int) {
 		name: "Scatter",
 		lead: func(c *Comm, i int) error {
 			send := append(append(msg(0, i), msg(1, i)...), msg(2, i)...)
-			return c.Scatter(0, Part{Send: send, SendBlock: m, Recv: make([]byte, m)}, 1, 0)
+			return c.Scatter(0, &Part{Send: send, SendBlock: m, Recv: make([]byte, m)}, 1, 0)
 		},
 		follow: func(c *Comm, r int, buf []byte, elem, root int) error {
-			return c.Scatter(r, Part{Recv: buf}, elem, root)
+			return c.Scatter(r, &Part{Recv: buf}, elem, root)
 		},
 		want:  msg,
 		wrong: common,
@@ -85,10 +85,10 @@ func testInSlot(t *testing.T, m int) {
 		lead: func(c *Comm, i int) error {
 			send := append(append(msg(0, i), msg(1, i)...), msg(2, i)...)
 			p := Part{Send: send, SendCounts: []int{m, m, m}, SendDispls: []int{0, m, 2 * m}, Recv: make([]byte, m)}
-			return c.Scatterv(0, p, 1, 0)
+			return c.Scatterv(0, &p, 1, 0)
 		},
 		follow: func(c *Comm, r int, buf []byte, elem, root int) error {
-			return c.Scatterv(r, Part{Recv: buf}, elem, root)
+			return c.Scatterv(r, &Part{Recv: buf}, elem, root)
 		},
 		want:  msg,
 		wrong: common,
@@ -201,7 +201,7 @@ func TestInSlotRace(t *testing.T) {
 							}
 						}
 						p.Recv = buf[:2]
-						if err := c.Scatter(r, p, 1, 0); err != nil || buf[0] != byte(i) || buf[1] != byte(r) {
+						if err := c.Scatter(r, &p, 1, 0); err != nil || buf[0] != byte(i) || buf[1] != byte(r) {
 							fails[r] = fmt.Errorf("rank %d, call %d: Scatter gave %v (%v)", r, i, buf[:2], err)
 							return
 						}

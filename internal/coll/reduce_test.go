@@ -224,7 +224,7 @@ func TestGatherSmallLengths(t *testing.T) {
 				if r == root {
 					p.Recv, p.RecvBlock = make([]byte, 8*n), 8
 				}
-				outcomes[r] = c.Gather(r, p, 4, root)
+				outcomes[r] = c.Gather(r, &p, 4, root)
 			})
 		}
 		wg.Wait()
@@ -276,7 +276,7 @@ func TestGatherRootOdd(t *testing.T) {
 					default:
 						defer others.Done()
 					}
-					outcomes[r] = c.Gather(r, p, 4, root)
+					outcomes[r] = c.Gather(r, &p, 4, root)
 				})
 			}
 			what := fmt.Sprintf("the root expecting %d bytes, first %v", tc.block, rootFirst)
@@ -307,7 +307,7 @@ func checkGather(t *testing.T, c *Comm, root int) {
 			if r == root {
 				p.Recv, p.RecvBlock = recv, 2
 			}
-			errs[r] = c.Gather(r, p, 1, root)
+			errs[r] = c.Gather(r, &p, 1, root)
 		})
 	}
 	wg.Wait()
@@ -335,7 +335,7 @@ func TestScanSmallOddPiece(t *testing.T) {
 	scan := func(r, length int) error {
 		send := make([]byte, length)
 		copy(send, matrix(r))
-		return c.Scan(r, Part{Send: send, Recv: make([]byte, length)}, 4, matmul)
+		return c.Scan(r, &Part{Send: send, Recv: make([]byte, length)}, 4, matmul)
 	}
 	outcomes := make([]error, n)
 	var wg sync.WaitGroup
@@ -373,11 +373,11 @@ func scanAll(t *testing.T, c *Comm, n int) {
 	for r := range n {
 		wg.Go(func() {
 			in, ex := make([]byte, 4), make([]byte, 4)
-			if err := c.Scan(r, Part{Send: matrix(r), Recv: in}, 4, matmul); err != nil {
+			if err := c.Scan(r, &Part{Send: matrix(r), Recv: in}, 4, matmul); err != nil {
 				fails[r] = err
 				return
 			}
-			if err := c.Exscan(r, Part{Send: matrix(r), Recv: ex}, 4, matmul); err != nil {
+			if err := c.Exscan(r, &Part{Send: matrix(r), Recv: ex}, 4, matmul); err != nil {
 				fails[r] = err
 				return
 			}
@@ -410,7 +410,7 @@ func TestSmallExchangeStress(t *testing.T) {
 			recv = make([]byte, 2*n)
 			p.Recv, p.RecvBlock = recv, 2
 		}
-		if err := c.Gather(r, p, 1, root); err != nil {
+		if err := c.Gather(r, &p, 1, root); err != nil {
 			return fmt.Errorf("Gather %d: rank %d: %v", i, r, err)
 		}
 		for j := 0; r == root && j < n; j++ {
@@ -426,24 +426,24 @@ func TestSmallExchangeStress(t *testing.T) {
 				p.Send[2*j], p.Send[2*j+1] = byte(i), byte(j*7)
 			}
 		}
-		if err := c.Scatter(r, p, 1, root); err != nil || got[0] != byte(i) || got[1] != byte(r*7) {
+		if err := c.Scatter(r, &p, 1, root); err != nil || got[0] != byte(i) || got[1] != byte(r*7) {
 			return fmt.Errorf("Scatter %d: rank %d got %v (%v), want [%d %d]", i, r, got, err, byte(i), byte(r*7))
 		}
 		out := make([]byte, 1)
-		if err := c.Scan(r, Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
+		if err := c.Scan(r, &Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
 			return fmt.Errorf("Scan %d: rank %d: %v", i, r, err)
 		}
 		if want := byte((r+1)*i + r*(r+1)/2); out[0] != want {
 			return fmt.Errorf("Scan %d: rank %d got %d, want %d", i, r, out[0], want)
 		}
-		if err := c.Exscan(r, Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
+		if err := c.Exscan(r, &Part{Send: []byte{byte(i + r)}, Recv: out}, 1, sum); err != nil {
 			return fmt.Errorf("Exscan %d: rank %d: %v", i, r, err)
 		}
 		if want := byte(r*i + r*(r-1)/2); r > 0 && out[0] != want {
 			return fmt.Errorf("Exscan %d: rank %d got %d, want %d", i, r, out[0], want)
 		}
 		all := make([]byte, n)
-		if err := c.Allgather(r, Part{Send: []byte{byte(i + r)}, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
+		if err := c.Allgather(r, &Part{Send: []byte{byte(i + r)}, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
 			return fmt.Errorf("Allgather %d: rank %d: %v", i, r, err)
 		}
 		send := make([]byte, n)
@@ -453,7 +453,7 @@ func TestSmallExchangeStress(t *testing.T) {
 			}
 			send[j] = byte(i + 10*r + j)
 		}
-		if err := c.Alltoall(r, Part{Send: send, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
+		if err := c.Alltoall(r, &Part{Send: send, Recv: all, SendBlock: 1, RecvBlock: 1}, 1); err != nil {
 			return fmt.Errorf("Alltoall %d: rank %d: %v", i, r, err)
 		}
 		for j := range n {

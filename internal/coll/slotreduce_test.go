@@ -77,7 +77,7 @@ func TestGatherInSlot(t *testing.T) {
 					p.Send = p.Recv[4*r : 4*r+4]
 				}
 			}
-			return c.Gather(r, p, 1, root)
+			return c.Gather(r, &p, 1, root)
 		})
 		for i, b := range got {
 			want := make([]byte, 4*n+3)
@@ -144,7 +144,7 @@ func TestReduceInSlotFaults(t *testing.T) {
 		{"Bcast", func(c *Comm, r int) error { return c.Bcast(r, make([]byte, 8), 1, 0) }, errs.Arg, false},
 		{"Barrier", func(c *Comm, r int) error { return c.Barrier(r) }, errs.Arg, false},
 		{"Gather", func(c *Comm, r int) error { // as short: through the slot too
-			return c.Gather(r, Part{Send: make([]byte, 8), Recv: make([]byte, 8*n), RecvBlock: 8}, 1, root)
+			return c.Gather(r, &Part{Send: make([]byte, 8), Recv: make([]byte, 8*n), RecvBlock: 8}, 1, root)
 		}, errs.Arg, false},
 	}
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
@@ -270,9 +270,9 @@ func TestScanInSlotFaults(t *testing.T) {
 			p := Part{Send: make([]byte, length), Recv: make([]byte, length)}
 			copy(p.Send, matrix(r))
 			if k == exscan {
-				return c.Exscan(r, p, 4, matmul)
+				return c.Exscan(r, &p, 4, matmul)
 			}
-			return c.Scan(r, p, 4, matmul)
+			return c.Scan(r, &p, 4, matmul)
 		}
 	}
 	cases := []struct {
@@ -408,7 +408,7 @@ func TestExchangeInSlot(t *testing.T) {
 			copy(p.Recv[r*b:], p.Send)
 			p.Send = p.Recv[r*b : (r+1)*b]
 		}
-		if err := c.Allgather(r, p, 1); err != nil {
+		if err := c.Allgather(r, &p, 1); err != nil {
 			return err
 		}
 		for j := range n {
@@ -425,7 +425,7 @@ func TestExchangeInSlot(t *testing.T) {
 		for k := range p.Send {
 			p.Send[k] = byte(i + 10*r + k)
 		}
-		if err := c.Alltoall(r, p, 1); err != nil {
+		if err := c.Alltoall(r, &p, 1); err != nil {
 			return err
 		}
 		for j := range n {
@@ -449,7 +449,7 @@ func TestExchangeInSlot(t *testing.T) {
 		for j := range n {
 			copy(p.Send[4*j:], block(r, j))
 		}
-		if err := c.ReduceScatterBlock(r, p, 4, matmul); err != nil {
+		if err := c.ReduceScatterBlock(r, &p, 4, matmul); err != nil {
 			return err
 		}
 		want := block(n-1, r)
@@ -477,7 +477,7 @@ func TestExchangeInSlot(t *testing.T) {
 		}
 	}
 	longBlocks := func(r int) error { // too long for the slot: through an episode
-		return c.ReduceScatterBlock(r, Part{Send: make([]byte, 64*n), Recv: make([]byte, 64), SendBlock: 64}, 4, matmul)
+		return c.ReduceScatterBlock(r, &Part{Send: make([]byte, 64*n), Recv: make([]byte, 64), SendBlock: 64}, 4, matmul)
 	}
 	for _, tc := range []struct {
 		name string

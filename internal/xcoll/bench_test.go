@@ -67,16 +67,16 @@ func BenchmarkHost(b *testing.B) {
 	}{
 		{"bcast", func(c *Comm, rank int, _, recv []byte) error { return c.Bcast(rank, recv[:8], 8, 0) }},
 		{"scan", func(c *Comm, rank int, send, recv []byte) error {
-			return c.Scan(rank, coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
+			return c.Scan(rank, &coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
 		}},
 		{"exscan", func(c *Comm, rank int, send, recv []byte) error {
-			return c.Exscan(rank, coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
+			return c.Exscan(rank, &coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
 		}},
 		{"scatter", func(c *Comm, rank int, send, recv []byte) error {
-			return c.Scatter(rank, coll.Part{Send: send, Recv: recv[:8], SendBlock: 8}, 8, 0)
+			return c.Scatter(rank, &coll.Part{Send: send, Recv: recv[:8], SendBlock: 8}, 8, 0)
 		}},
 		{"alltoall", func(c *Comm, rank int, send, recv []byte) error {
-			return c.Alltoall(rank, coll.Part{Send: send, Recv: recv, SendBlock: 8, RecvBlock: 8}, 8)
+			return c.Alltoall(rank, &coll.Part{Send: send, Recv: recv, SendBlock: 8, RecvBlock: 8}, 8)
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -886,7 +886,7 @@ func (o *call) gatherLocal(send []byte, elem int) ([]byte, error) {
 	if o.leader() {
 		blob = make([]byte, len(o.c.members[o.c.me])*len(send))
 	}
-	return blob, o.sameCall(o.fromLocal(o.c.local.Gather(o.lr, coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0)))
+	return blob, o.sameCall(o.fromLocal(o.c.local.Gather(o.lr, &coll.Part{Send: send, Recv: blob, RecvBlock: len(send)}, elem, 0)))
 }
 
 // blocks checks that proc index i's blob holds a block of m bytes for each of its

@@ -195,7 +195,7 @@ func TestHostLargeParts(t *testing.T) {
 		for j := range n {
 			counts[j], displs[j] = len(block), j*len(block)
 		}
-		if err := c.Allgatherv(r, coll.Part{Send: block, Recv: all, RecvCounts: counts, RecvDispls: displs}, 1); err != nil {
+		if err := c.Allgatherv(r, &coll.Part{Send: block, Recv: all, RecvCounts: counts, RecvDispls: displs}, 1); err != nil {
 			return err
 		}
 		if err := check("Allgatherv"); err != nil {
@@ -213,7 +213,7 @@ func TestHostLargeParts(t *testing.T) {
 					}
 				}
 			}
-			if err := c.Scatter(r, p, 1, root); err != nil {
+			if err := c.Scatter(r, &p, 1, root); err != nil {
 				return err
 			}
 			if p.Recv[0] != byte(root+r) || p.Recv[599] != byte(root+r+599) {
@@ -229,7 +229,7 @@ func TestHostLargeParts(t *testing.T) {
 			for j := range n {
 				copy(p.Send[j*m:], patBlock(r, j, m))
 			}
-			if err := c.Alltoall(r, p, 1); err != nil {
+			if err := c.Alltoall(r, &p, 1); err != nil {
 				return err
 			}
 			for j := range n {
@@ -404,7 +404,7 @@ func TestHostLogs(t *testing.T) {
 			for j := range n { // block j from rank r: r*16+j in every byte
 				copy(send[j*m:], bytes.Repeat([]byte{byte(r*16 + j)}, m))
 			}
-			if err := c.Alltoall(r, coll.Part{Send: send, Recv: recv, SendBlock: m, RecvBlock: m}, 1); err != nil {
+			if err := c.Alltoall(r, &coll.Part{Send: send, Recv: recv, SendBlock: m, RecvBlock: m}, 1); err != nil {
 				return err
 			}
 			for j := range n {
@@ -417,7 +417,7 @@ func TestHostLogs(t *testing.T) {
 		// fit an entry, so every proc takes the channel's algorithm, in the logs.
 		for _, m := range []int{2, 600} {
 			got := make([]byte, m)
-			if err := c.Scan(r, coll.Part{Send: bytes.Repeat([]byte{byte(r), 1}, m/2), Recv: got}, 2, firstFn); err != nil {
+			if err := c.Scan(r, &coll.Part{Send: bytes.Repeat([]byte{byte(r), 1}, m/2), Recv: got}, 2, firstFn); err != nil {
 				return err
 			}
 			if want := bytes.Repeat([]byte{0, byte(r + 1)}, m/2); !bytes.Equal(got, want) {

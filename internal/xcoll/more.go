@@ -79,30 +79,36 @@ func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part) error {
 	return o.finish(out, worse(err, rerr))
 }
 
+// Exchange runs the collective of kind k among those that take a coll.Part, as
+// coll.Comm.Exchange does.
+func (c *Comm) Exchange(k kind, rank, root, elem int, fn Fn, p *coll.Part) error {
+	return c.run(k, rank, root, elem, fn, *p)
+}
+
 // Scatter sends block r of the root's Send (SendBlock bytes each) to the start of
 // rank r's Recv: the root's leader sends each other proc's leader one message with
 // its ranks' blocks, which therefore cross the network once.
-func (c *Comm) Scatter(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindScatter, rank, root, elem, nil, p)
+func (c *Comm) Scatter(rank int, p *coll.Part, elem, root int) error {
+	return c.run(coll.KindScatter, rank, root, elem, nil, *p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls.
-func (c *Comm) Scatterv(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindScatterv, rank, root, elem, nil, p)
+func (c *Comm) Scatterv(rank int, p *coll.Part, elem, root int) error {
+	return c.run(coll.KindScatterv, rank, root, elem, nil, *p)
 }
 
 // Gatherv puts every rank's Send into block rank of the root's Recv (RecvCounts,
 // RecvDispls): every other proc's leader sends the root's leader one message with
 // its ranks' sends.
-func (c *Comm) Gatherv(rank int, p coll.Part, elem, root int) error {
-	return c.run(coll.KindGatherv, rank, root, elem, nil, p)
+func (c *Comm) Gatherv(rank int, p *coll.Part, elem, root int) error {
+	return c.run(coll.KindGatherv, rank, root, elem, nil, *p)
 }
 
 // Allgatherv puts every rank's Send into block rank of every rank's Recv: the
 // leaders gather their ranks' sends to proc index 0, which broadcasts them all
 // down the leaders' binomial tree.
-func (c *Comm) Allgatherv(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, p)
+func (c *Comm) Allgatherv(rank int, p *coll.Part, elem int) error {
+	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, *p)
 }
 
 // Alltoall sends block j of rank i's Send to block i of rank j's Recv (SendBlock
@@ -110,14 +116,14 @@ func (c *Comm) Allgatherv(rank int, p coll.Part, elem int) error {
 // blocks its ranks send to that proc's ranks, and copies those between its own
 // ranks in memory; every block crosses the network once, on the direct link
 // between its two procs.
-func (c *Comm) Alltoall(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAlltoall, rank, 0, elem, nil, p)
+func (c *Comm) Alltoall(rank int, p *coll.Part, elem int) error {
+	return c.run(coll.KindAlltoall, rank, 0, elem, nil, *p)
 }
 
 // Alltoallv is Alltoall with every rank's send and receive counts and
 // displacements.
-func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
-	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, p)
+func (c *Comm) Alltoallv(rank int, p *coll.Part, elem int) error {
+	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, *p)
 }
 
 // Scan puts into the start of rank r's Recv the prefix send(0) op send(1) op ...
@@ -126,28 +132,28 @@ func (c *Comm) Alltoallv(rank int, p coll.Part, elem int) error {
 // each proc's leader its ranks' results. Folding per proc first would need each
 // proc's ranks to be consecutive; this costs proc index 0 the whole input, which
 // is what a Scan of a non-commutative op over scattered ranks needs anyway.
-func (c *Comm) Scan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindScan, rank, 0, elem, fn, p)
+func (c *Comm) Scan(rank int, p *coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindScan, rank, 0, elem, fn, *p)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not
 // written.
-func (c *Comm) Exscan(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindExscan, rank, 0, elem, fn, p)
+func (c *Comm) Exscan(rank int, p *coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindExscan, rank, 0, elem, fn, *p)
 }
 
 // ReduceScatterBlock puts into the start of rank r's Recv the reduction, in rank
 // order, of block r (SendBlock bytes) of every rank's Send, the way Scan does:
 // proc index 0 computes every block and sends each proc its ranks' blocks.
-func (c *Comm) ReduceScatterBlock(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, p)
+func (c *Comm) ReduceScatterBlock(rank int, p *coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, *p)
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes (SendCounts,
 // SendDispls): proc index 0 cuts the blocks as rank 0's counts say, and each
 // leader checks that its ranks' blocks have the lengths their own counts say.
-func (c *Comm) ReduceScatter(rank int, p coll.Part, elem int, fn Fn) error {
-	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, p)
+func (c *Comm) ReduceScatter(rank int, p *coll.Part, elem int, fn Fn) error {
+	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, *p)
 }
 
 // scatter is the leaders' share of Scatter(v): see Scatter.

@@ -46,7 +46,7 @@ func TestMoreCollectives(t *testing.T) {
 				}
 				p.SendBlock = 3
 			}
-			if err := c.Scatter(r, p, 1, root); err != nil {
+			if err := c.Scatter(r, &p, 1, root); err != nil {
 				return err
 			}
 			if !bytes.Equal(p.Recv[:3], patBlock(root, r, 3)) || p.Recv[3] != 0 {
@@ -65,7 +65,7 @@ func TestMoreCollectives(t *testing.T) {
 					copy(p.Send[displs[j]:], patBlock(root, j, counts[j]))
 				}
 			}
-			if err := c.Scatterv(r, p, 1, root); err != nil {
+			if err := c.Scatterv(r, &p, 1, root); err != nil {
 				return err
 			}
 			if !bytes.Equal(p.Recv, patBlock(root, r, counts[r])) {
@@ -75,7 +75,7 @@ func TestMoreCollectives(t *testing.T) {
 			if r == root {
 				p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, length), counts, displs
 			}
-			if err := c.Gatherv(r, p, 1, root); err != nil {
+			if err := c.Gatherv(r, &p, 1, root); err != nil {
 				return err
 			}
 			for j := 0; r == root && j < n; j++ {
@@ -91,7 +91,7 @@ func TestMoreCollectives(t *testing.T) {
 		}
 		displs, length := vlayout(counts)
 		p := coll.Part{Send: patBlock(r, 0, counts[r]), Recv: make([]byte, length), RecvCounts: counts, RecvDispls: displs}
-		if err := c.Allgatherv(r, p, 1); err != nil {
+		if err := c.Allgatherv(r, &p, 1); err != nil {
 			return err
 		}
 		for j := range n {
@@ -104,7 +104,7 @@ func TestMoreCollectives(t *testing.T) {
 		for j := range n {
 			p.Send = append(p.Send, patBlock(r, j, 2)...)
 		}
-		if err := c.Alltoall(r, p, 1); err != nil {
+		if err := c.Alltoall(r, &p, 1); err != nil {
 			return err
 		}
 		for j := range n {
@@ -122,7 +122,7 @@ func TestMoreCollectives(t *testing.T) {
 		for j := range n {
 			copy(p.Send[sd[j]:], patBlock(r, j, sc[j]))
 		}
-		if err := c.Alltoallv(r, p, 1); err != nil {
+		if err := c.Alltoallv(r, &p, 1); err != nil {
 			return err
 		}
 		for j := range n {
@@ -133,14 +133,14 @@ func TestMoreCollectives(t *testing.T) {
 		// Scan, Exscan, ReduceScatterBlock with firstFn: the first byte
 		// is the lowest rank's, the second counts the ranks folded.
 		got := []byte{99, 99}
-		if err := c.Scan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
+		if err := c.Scan(r, &coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
 			return err
 		}
 		if !bytes.Equal(got, []byte{0, byte(r + 1)}) {
 			return fmt.Errorf("Scan: %v, want [0 %d]", got, r+1)
 		}
 		got = []byte{99, 99}
-		if err := c.Exscan(r, coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
+		if err := c.Exscan(r, &coll.Part{Send: []byte{byte(r), 1}, Recv: got}, 2, firstFn); err != nil {
 			return err
 		}
 		if want := []byte{0, byte(r)}; r == 0 && !bytes.Equal(got, []byte{99, 99}) || r > 0 && !bytes.Equal(got, want) {
@@ -150,7 +150,7 @@ func TestMoreCollectives(t *testing.T) {
 		for j := range n {
 			send = append(send, byte(r*10+j), 1)
 		}
-		if err := c.ReduceScatterBlock(r, coll.Part{Send: send, Recv: got, SendBlock: 2}, 2, firstFn); err != nil {
+		if err := c.ReduceScatterBlock(r, &coll.Part{Send: send, Recv: got, SendBlock: 2}, 2, firstFn); err != nil {
 			return err
 		}
 		if !bytes.Equal(got, []byte{byte(r), byte(n)}) {
@@ -168,7 +168,7 @@ func TestMoreCollectives(t *testing.T) {
 			}
 		}
 		got = slices.Repeat([]byte{99}, counts[r]+1)
-		if err := c.ReduceScatter(r, coll.Part{Send: send, Recv: got, SendCounts: counts, SendDispls: displs}, 2, firstFn); err != nil {
+		if err := c.ReduceScatter(r, &coll.Part{Send: send, Recv: got, SendCounts: counts, SendDispls: displs}, 2, firstFn); err != nil {
 			return err
 		}
 		if want := append(slices.Repeat([]byte{byte(r), byte(n)}, r%3), 99); !bytes.Equal(got, want) {
@@ -198,13 +198,13 @@ func moreMismatch(c *Comm, r, n int) error {
 		m = 3
 	}
 	p := coll.Part{Send: make([]byte, m*n), Recv: make([]byte, m*n), SendBlock: m, RecvBlock: m}
-	if err := c.Alltoall(r, p, 1); classOf(err, r) != errs.Count {
+	if err := c.Alltoall(r, &p, 1); classOf(err, r) != errs.Count {
 		return fmt.Errorf("Alltoall with rank %d's blocks longer: %v, want a Count error", n-1, err)
 	}
 	// Scan: on the channel proc index 0 finds it and tells everybody. In host
 	// mode a proc reads only the sends of the ranks up to its last, so only the
 	// last rank's proc must find it; the others may not be told.
-	err := c.Scan(r, coll.Part{Send: make([]byte, m), Recv: make([]byte, m)}, 1, firstFn)
+	err := c.Scan(r, &coll.Part{Send: make([]byte, m), Recv: make([]byte, m)}, 1, firstFn)
 	if classOf(err, r) != errs.Count && (!hosted || procOf[r] == procOf[n-1] || err != nil) {
 		return fmt.Errorf("Scan with rank %d's length differing: %v, want a Count error", n-1, err)
 	}
@@ -217,7 +217,7 @@ func moreMismatch(c *Comm, r, n int) error {
 	if r == n-1 && n > 1 {
 		counts[n-2], counts[n-1], displs[n-1] = 1, 3, 2*n-3
 	}
-	err = c.ReduceScatter(r, coll.Part{Send: make([]byte, 2*n), Recv: make([]byte, 3), SendCounts: counts, SendDispls: displs}, 1, firstFn)
+	err = c.ReduceScatter(r, &coll.Part{Send: make([]byte, 2*n), Recv: make([]byte, 3), SendCounts: counts, SendDispls: displs}, 1, firstFn)
 	if cl := classOf(err, r); procOf[r] == procOf[n-1] && cl != errs.Count || err != nil && cl != errs.Count {
 		return fmt.Errorf("ReduceScatter with rank %d's counts differing: %v, want a Count error", n-1, err)
 	}
@@ -231,7 +231,7 @@ func moreMismatch(c *Comm, r, n int) error {
 	if r == root {
 		p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, 2*n), counts, displs
 	}
-	err = c.Gatherv(r, p, 1, root)
+	err = c.Gatherv(r, &p, 1, root)
 	if cl := classOf(err, r); procOf[r] == procOf[root] && cl != errs.Truncate || err != nil && cl != errs.Truncate {
 		return fmt.Errorf("Gatherv with rank %d sending too much: %v, want a Truncate error", n-1, err)
 	}
@@ -243,7 +243,7 @@ func moreMismatch(c *Comm, r, n int) error {
 	if r == root {
 		p.Send, p.SendBlock = make([]byte, 2*n), 2
 	}
-	err = c.Scatter(r, p, 1, root)
+	err = c.Scatter(r, &p, 1, root)
 	if cl := classOf(err, r); r == n-1 && cl != errs.Truncate || err != nil && cl != errs.Truncate {
 		return fmt.Errorf("Scatter into a short buffer on rank %d: %v, want a Truncate error", n-1, err)
 	}
@@ -265,7 +265,7 @@ func TestDisagree(t *testing.T) {
 					if procOf[r] == first {
 						err = c.Barrier(r)
 					} else {
-						err = c.Alltoall(r, coll.Part{Send: make([]byte, n), Recv: make([]byte, n), SendBlock: 1, RecvBlock: 1}, 1)
+						err = c.Alltoall(r, &coll.Part{Send: make([]byte, n), Recv: make([]byte, n), SendBlock: 1, RecvBlock: 1}, 1)
 					}
 					if classOf(err, r) != errs.Arg {
 						return fmt.Errorf("Barrier against Alltoall: %v, want an Arg error", err)
@@ -287,7 +287,7 @@ func TestDisagree(t *testing.T) {
 						if r == root {
 							p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, n), slices1(n), iota1(n)
 						}
-						err = c.Gatherv(r, p, 1, root)
+						err = c.Gatherv(r, &p, 1, root)
 						if procOf[r] == procOf[odd] && classOf(err, r) != errs.Root {
 							return fmt.Errorf("Gatherv with rank %d naming another root: %v, want a Root error", odd, err)
 						}
