@@ -117,6 +117,7 @@ type Comm struct {
 	spin     time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
 	groups   int           // Barrier: how many groups the ranks arrive in (0: one counter)
 	leadSpin time.Duration // Barrier: how long a group's leader polls before it parks
+	stride   int           // Gatherv: the length of each rank's piece of the slot (gathervStride)
 	job      *Job
 	ranks    []rankState
 	// queues are the ranks' nonblocking collectives, once they issued one (queue.go):
@@ -226,7 +227,7 @@ func New(j *Job, n int, spin time.Duration) *Comm {
 	// Every call of every rank reads its queue's pointer: whole lines of them, which
 	// no other object shares (in 32 bytes, a 4-rank Bcast missed the line each call).
 	queues := make([]atomic.Pointer[Queue], n, (n+7)&^7)
-	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues}
+	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues, stride: gathervStride(n)}
 	c.stall.at.Store(math.MaxUint64)
 	procs := runtime.GOMAXPROCS(0)
 	if n <= procs {
@@ -756,7 +757,7 @@ func (c *Comm) Barrier(rank int) error {
 		return nil
 	}
 	if c.n <= slotRanks && c.spin > 0 { // see slotEveryone
-		if ok, err := c.reduceInSlot(barrier, rank, 0, nil, nil, 0, nil); ok {
+		if ok, err := c.reduceInSlot(barrier, rank, 0, nil, nil, 0, nil, nil); ok {
 			return err
 		}
 	}

@@ -299,8 +299,8 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(len(p.Send), elem) {
-		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn); ok {
+	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(c.pieceWidth(k, len(p.Send)), elem) {
+		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn, p); ok {
 			return err
 		}
 	}
@@ -394,8 +394,10 @@ func (c *Comm) slotRecv(k kind, rank, root int, p *Part) ([]byte, bool) {
 	switch {
 	case k == scan, k == exscan:
 		return p.Recv, true
-	case k == gather && rank != root:
+	case (k == gather || k == gatherv) && rank != root:
 		return nil, true
+	case k == gatherv: // the root takes its blocks by its counts (gathervOut)
+		return p.Recv, true
 	case k == gather:
 		want = c.n * p.RecvBlock
 	case k == allgather && c.spin > 0:

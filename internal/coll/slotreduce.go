@@ -9,7 +9,8 @@ import (
 )
 
 // A small Reduce, Scan, Exscan or Gather (at most slotRanks ranks, whose
-// contributions fit the slot: see slotPiece), and on ranks that spin a small
+// contributions fit the slot: see slotPiece), a Gatherv of at most slotRanks
+// ranks (see gathervStride), and on ranks that spin a small
 // Allreduce, Allgather, Alltoall, ReduceScatterBlock or a Barrier (see
 // slotEveryone), needs no episode,
 // as a small Bcast needs none (lit.go): every rank leaves its contribution (a
@@ -69,7 +70,7 @@ const (
 )
 
 // slotKinds are the collectives that may go through the slot, by their code in the word.
-var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allgather, alltoall, reduceScatterBlock}
+var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allgather, alltoall, reduceScatterBlock, gatherv}
 
 // slotCode is k's code in the word (len(slotKinds) for a kind that never goes
 // through the slot).
@@ -87,7 +88,7 @@ func slotCode(k kind) int {
 // exchange), with its length.
 func slotted(k kind) bool {
 	switch k {
-	case reduce, allreduce, scan, exscan, gather, allgather, alltoall, reduceScatterBlock:
+	case reduce, allreduce, scan, exscan, gather, gatherv, allgather, alltoall, reduceScatterBlock:
 		return true
 	}
 	return false
@@ -155,13 +156,16 @@ func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
 // block, and no more). It reports false, having done nothing, when a root of
 // another collective left its copy there: the rank then goes through an episode,
 // where it finds the fault.
-func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) (bool, error) {
+func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte), p *Part) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
 		return true, ErrAborted
 	}
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
-	w, mine, bit := len(send), slotTag|(s+1), uint64(1)<<rank
+	w, mine, bit := c.pieceWidth(k, len(send)), slotTag|(s+1), uint64(1)<<rank
+	if k == gatherv && rank != root && len(send) >= w && !c.setAside(rank, s, send) {
+		return true, ErrAborted
+	}
 	call := slotWord(s, k, root, w, elem, rank)
 	v, held := c.slotHeld(s)
 	for i := 1; !held; i++ {
@@ -174,29 +178,29 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 			return false, nil // a copy for s: see unlit
 		case claim.CompareAndSwap(old, mine):
 			// Opened with our contribution in: one line move fewer than setting our bit after.
-			copy(c.slotPiece(s, rank, w), send)
+			c.putPiece(k, s, rank, w, send)
 			v = call | bit
 			r.lit.Store(v)
-			return true, c.slotDone(k, rank, root, s, v, recv, w, fn)
+			return true, c.slotDone(k, rank, root, s, v, recv, w, fn, p)
 		}
 		v, held = c.slotHeld(s)
 	}
 	if v&slotCall != call&slotCall {
 		return true, c.slotOdd(k, rank, root, s, w, elem, v)
 	}
-	copy(c.slotPiece(s, rank, w), send)
+	c.putPiece(k, s, rank, w, send)
 	for !r.lit.CompareAndSwap(v, v|bit) {
 		v = r.lit.Load()
 	}
-	return true, c.slotDone(k, rank, root, s, v|bit, recv, w, fn)
+	return true, c.slotDone(k, rank, root, s, v|bit, recv, w, fn, p)
 }
 
 // slotDone is a rank's part in a small reduction (kind k) once its bit is in v, the
 // word of episode s's slot: it wakes or fails whom it must (slotLeft), waits for and
 // folds the contributions it needs (slotFold), and counts itself in.
-func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, w int, fn func(in, inout []byte)) error {
+func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, w int, fn func(in, inout []byte), p *Part) error {
 	c.slotLeft(k, rank, root, s, v, w)
-	err := c.slotFold(k, rank, root, s, recv, w, fn)
+	err := c.slotFold(k, rank, root, s, recv, w, fn, p)
 	c.count(rank, s)
 	return err
 }
@@ -240,13 +244,15 @@ func (c *Comm) slotLeft(k kind, rank, root int, s, v uint64, w int) {
 // rank; a Scan's rank r: ranks 0 to r; an Exscan's: 0 to r-1), or one has found its
 // call different, and folds them into recv in rank order, or copies its blocks out
 // (a Barrier: nothing).
-func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn func(in, inout []byte)) error {
+func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn func(in, inout []byte), p *Part) error {
 	r := &c.ring[s%ringSize]
 	pieces := rank + 1 // a Scan's
 	switch {
 	case (k == reduce || k == gather) && rank != root, k == exscan && rank == 0:
 		return nil
-	case k == reduce, k == allreduce, k == barrier, k == gather, k == allgather, k == alltoall, k == reduceScatterBlock:
+	case k == gatherv && rank != root:
+		return c.gathervLeft(s, rank, w, p.Send)
+	case k == reduce, k == allreduce, k == barrier, k == gather, k == gatherv, k == allgather, k == alltoall, k == reduceScatterBlock:
 		pieces = c.n
 	case k == exscan:
 		pieces = rank
@@ -278,6 +284,8 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	switch k {
 	case barrier:
 		return nil
+	case gatherv:
+		return c.gathervOut(s, rank, root, w, p)
 	case gather, allgather: // every rank's block has the length of ours, its RecvBlock
 		for j := range c.n {
 			copy(recv[j*w:(j+1)*w], piece(j))
@@ -379,4 +387,137 @@ func slotCross(e *episode, k kind, rank, root, w int) *errs.Error {
 	}
 	return &errs.Error{Class: errs.Count, Op: k.String(), Peer: e.maker, Tag: errs.None,
 		Detail: fmt.Sprintf("rank %d has %d elements, rank %d has more", rank, w/max(int(e.elem), 1), e.maker)}
+}
+
+// A Gatherv goes through the slot as a small Gather does, but its ranks' blocks
+// may differ in length, which no rank knows of the others: each piece is
+// gathervStride bytes whatever the blocks, and starts with the length of the block
+// that follows it. A non-root whose block is longer than a piece holds publishes
+// the block itself in the slot's episode (setAside), marks its piece gathervAside,
+// and waits until the root has copied the block straight from its buffer; the
+// others leave at once. So every Gatherv of at most slotRanks ranks goes through
+// the slot, as every rank can tell alone. 2 ranks' Gatherv of 8 bytes took 0.230
+// µs through an episode (Open MPI 0.099), 4 ranks' 1.24 (Open MPI 1.03).
+
+// gathervAside marks the piece of a Gatherv's rank whose block is set aside.
+const gathervAside = 255
+
+// gathervStride is the length of each piece of a Gatherv of n ranks through the
+// slot: the longest whose n pieces fit (slotPiece), at most 63 bytes (the word's
+// length field). New works it out once: its divisions took a microsecond.
+func gathervStride(n int) int {
+	if n > slotRanks {
+		return 0 // never through the slot
+	}
+	w := 63
+	for litSlot/w+litMore/w < n {
+		w--
+	}
+	return w
+}
+
+// pieceWidth is the length of the pieces of a collective of kind k through the
+// slot whose rank contributes n bytes.
+func (c *Comm) pieceWidth(k kind, n int) int {
+	if k == gatherv {
+		return c.stride
+	}
+	return n
+}
+
+// putPiece writes rank's contribution send into its w-byte piece of episode s's
+// slot: a Gatherv's with its length first, or marked set aside when too long.
+func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
+	piece := c.slotPiece(s, rank, w)
+	switch {
+	case k != gatherv:
+		copy(piece, send)
+	case len(send) < w:
+		piece[0] = byte(len(send))
+		copy(piece[1:], send)
+	default:
+		piece[0] = gathervAside
+	}
+}
+
+// setAside publishes a Gatherv's block too long for its piece in the exchange of
+// episode s's slotWait episode, made here if no rank has made it, before the rank
+// sets its bit: the root, which sees the bit, finds the episode and the block. It
+// reports false if the job ended meanwhile.
+func (c *Comm) setAside(rank int, s uint64, send []byte) bool {
+	e := c.take(rank, slotWait, 0, 0, nil, -1)
+	if e == nil {
+		return false
+	}
+	x := e.x.Load()
+	if x == nil {
+		fresh := &exchange{shares: make([]share, c.n), small: true}
+		if e.x.CompareAndSwap(nil, fresh) {
+			x = fresh
+		} else {
+			x = e.x.Load()
+		}
+	}
+	x.shares[rank].Send = send
+	return true
+}
+
+// gathervLeft is a Gatherv's non-root once its bit is set in episode s's slot:
+// one that set its block aside waits until the root has copied it, and learns the
+// root's fault if it found one.
+func (c *Comm) gathervLeft(s uint64, rank, w int, send []byte) error {
+	if len(send) < w {
+		return nil
+	}
+	e := c.ring[s%ringSize].p.Load()
+	return c.outcome(e, rank, c.wait(&e.done))
+}
+
+// gathervOut is a Gatherv's root once every rank has left its piece in episode s's
+// slot (w bytes each): it checks every block's length against its count, as
+// gathervSmall does, copies the blocks into place, and lets the ranks whose blocks
+// it took from their buffers go, with its fault if it found one.
+func (c *Comm) gathervOut(s uint64, rank, root, w int, p *Part) error {
+	var aside *episode // the episode where blocks were set aside, if any
+	for j := range c.n {
+		if j != root && c.slotPiece(s, j, w)[0] == gathervAside {
+			aside = c.ring[s%ringSize].p.Load()
+			break
+		}
+	}
+	block := func(j int) []byte {
+		if j == root {
+			return p.Send
+		}
+		if piece := c.slotPiece(s, j, w); piece[0] != gathervAside {
+			return piece[1 : 1+piece[0]]
+		}
+		return aside.x.Load().shares[j].Send
+	}
+	_, _, _, elem, _ := slotCallOf(c.ring[s%ringSize].lit.Load())
+	var fault *errs.Error
+	for j := 0; j < c.n && fault == nil; j++ {
+		fault = mismatch(gatherv, elem, j, root, len(block(j)), p.recvCount(j))
+	}
+	if fault == nil && (aside == nil || aside.enter()) {
+		for j := range c.n {
+			move(p.recvBlock(j), block(j))
+		}
+		if aside != nil {
+			aside.exit()
+		}
+	}
+	switch {
+	case aside == nil:
+	case fault != nil:
+		aside.fail(fault)
+	default:
+		aside.done.release()
+	}
+	if fault == nil {
+		return nil
+	}
+	mine := *fault
+	mine.Rank = rank
+	return &mine
 }

@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -572,5 +573,92 @@ func TestSlotStaleWord(t *testing.T) {
 	awaitRanks(t, &wg, 10*time.Second, "the Barriers and the Reduce")
 	if want := []byte{n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n, 0 + 1 + 2 + 3}; string(got) != string(want) {
 		t.Fatalf("the root got %v, want %v", got, want)
+	}
+}
+
+// TestGathervInSlot: Gathervs of blocks of every length, short enough for their
+// piece of the slot or set aside (a few bytes longer, or thousands), in place or
+// not, to every root in turn, with ranks that spin or not, go through the slot and
+// land where the root's counts and displacements say; a block of another length
+// than the root's count for it gives the root an error naming its rank, which a
+// rank whose block was set aside learns too, and the next Gatherv works.
+func TestGathervInSlot(t *testing.T) {
+	const n, calls = 4, 300
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	length := func(r, i int) int {
+		if (i+r)%17 == 0 {
+			return 3000 + r
+		}
+		return (i*3 + r) % 24 // from 18 bytes on, set aside
+	}
+	fill := func(r, i int, b []byte) {
+		for k := range b {
+			b[k] = byte(i + 7*r + k)
+		}
+	}
+	call := func(c *Comm, r, i, root int, bad int) error {
+		p := Part{Send: make([]byte, length(r, i))}
+		fill(r, i, p.Send)
+		if r != root {
+			return c.Gatherv(r, &p, 1, root)
+		}
+		counts, displs, at := make([]int, n), make([]int, n), 0
+		for j := n - 1; j >= 0; j-- { // blocks in reverse rank order, a gap after each
+			counts[j], displs[j] = length(j, i), at
+			at += counts[j] + 1
+		}
+		if bad >= 0 {
+			counts[bad]++
+		}
+		p.Recv, p.RecvCounts, p.RecvDispls = make([]byte, at), counts, displs
+		if i%5 == 0 { // in place
+			copy(p.Recv[displs[r]:], p.Send)
+			p.Send = p.Recv[displs[r] : displs[r]+len(p.Send)]
+		}
+		if err := c.Gatherv(r, &p, 1, root); err != nil || bad >= 0 {
+			return err
+		}
+		for j := range n {
+			want := make([]byte, counts[j])
+			fill(j, i, want)
+			if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, want) {
+				return fmt.Errorf("Gatherv %d to %d: block %d is %v, want %v", i, root, j, got, want)
+			}
+		}
+		return nil
+	}
+	for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+		c := New(NewJob(), n, spin)
+		onEveryRank(t, c, calls, fmt.Sprintf("spin %v", spin), func(r, i int) error {
+			return call(c, r, i, i%n, -1)
+		})
+		s := c.ranks[0].seq.Load() - 1
+		if v, held := c.slotHeld(s); !held || slotKind(v) != gatherv {
+			t.Fatalf("spin %v: the last Gatherv's slot holds %#x, want a Gatherv's word", spin, v)
+		}
+		// The root counts one more element from rank bad: at call 15 rank 2's block
+		// is 3002 bytes and rank 1's 22 (both set aside), rank 3's empty.
+		for _, bad := range []int{2, 1, 3} {
+			const i, root = 15, 0
+			results := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Go(func() { results[r] = call(c, r, i, root, bad) })
+			}
+			awaitRanks(t, &wg, 10*time.Second, fmt.Sprintf("spin %v, bad %d", spin, bad))
+			var e *errs.Error
+			if !errors.As(results[root], &e) || e.Class != errs.Count || e.Peer != bad || e.Rank != root {
+				t.Fatalf("spin %v, bad %d: the root returned %v, want ErrCount naming rank %d", spin, bad, results[root], bad)
+			}
+			for r := 1; r < n; r++ {
+				aside := length(r, i) >= gathervStride(n)
+				if aside && !errors.As(results[r], &e) || !aside && results[r] != nil {
+					t.Fatalf("spin %v, bad %d: rank %d (block set aside: %v) returned %v", spin, bad, r, aside, results[r])
+				}
+			}
+			onEveryRank(t, c, 3, fmt.Sprintf("spin %v, after bad %d", spin, bad), func(r, i int) error {
+				return call(c, r, i, 1, -1)
+			})
+		}
 	}
 }
