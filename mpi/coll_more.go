@@ -298,7 +298,8 @@ func overlapError(c *Comm, name string) error {
 
 // Gatherv is Gather with blocks of their own sizes and places: rank j's send lands in
 // recv[displs[j]:displs[j]+counts[j]] at the root, and its length must be counts[j]
-// (more is ErrTruncate, fewer ErrCount, on every rank). recv, counts and displs are
+// (more is ErrTruncate, fewer ErrCount, at the root and at every rank still in the
+// call: a rank with a small block may have returned already). recv, counts and displs are
 // used only at the root (they may be nil elsewhere), where counts and displs have one
 // entry per rank (ErrArg otherwise), every block lies inside recv and no two blocks
 // share an element (ErrBuffer); the elements of recv outside the blocks are left
