@@ -299,7 +299,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(c.pieceWidth(k, len(p.Send)), elem) {
+	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(c.pieceWidth(k, p.Send, p), elem) {
 		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn, p); ok {
 			return err
 		}
@@ -400,6 +400,8 @@ func (c *Comm) slotRecv(k kind, rank, root int, p *Part) ([]byte, bool) {
 		return p.Recv, true
 	case k == gather:
 		want = c.n * p.RecvBlock
+	case k == allgatherv && c.spin > 0: // its blocks by its counts (allgathervOut)
+		return p.Recv, true
 	case k == allgather && c.spin > 0:
 		want = c.n * len(p.Send)
 	case k == alltoall && c.spin > 0:

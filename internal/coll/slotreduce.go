@@ -70,7 +70,7 @@ const (
 )
 
 // slotKinds are the collectives that may go through the slot, by their code in the word.
-var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allgather, alltoall, reduceScatterBlock, gatherv}
+var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allgather, alltoall, reduceScatterBlock, gatherv, allgatherv}
 
 // slotCode is k's code in the word (len(slotKinds) for a kind that never goes
 // through the slot).
@@ -88,7 +88,7 @@ func slotCode(k kind) int {
 // exchange), with its length.
 func slotted(k kind) bool {
 	switch k {
-	case reduce, allreduce, scan, exscan, gather, gatherv, allgather, alltoall, reduceScatterBlock:
+	case reduce, allreduce, scan, exscan, gather, gatherv, allgather, allgatherv, alltoall, reduceScatterBlock:
 		return true
 	}
 	return false
@@ -162,9 +162,12 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 		return true, ErrAborted
 	}
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
-	w, mine, bit := c.pieceWidth(k, len(send)), slotTag|(s+1), uint64(1)<<rank
+	w, mine, bit := c.pieceWidth(k, send, p), slotTag|(s+1), uint64(1)<<rank
 	if k == gatherv && rank != root && len(send) >= w && !c.setAside(rank, s, send) {
 		return true, ErrAborted
+	}
+	if k == allgatherv && len(send) != p.recvCount(rank) {
+		bit |= c.ownCountFault(rank, s, len(send), p.recvCount(rank), elem)
 	}
 	call := slotWord(s, k, root, w, elem, rank)
 	v, held := c.slotHeld(s)
@@ -252,7 +255,7 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 		return nil
 	case k == gatherv && rank != root:
 		return c.gathervLeft(s, rank, w, p.Send)
-	case k == reduce, k == allreduce, k == barrier, k == gather, k == gatherv, k == allgather, k == alltoall, k == reduceScatterBlock:
+	case k == reduce, k == allreduce, k == barrier, k == gather, k == gatherv, k == allgather, k == allgatherv, k == alltoall, k == reduceScatterBlock:
 		pieces = c.n
 	case k == exscan:
 		pieces = rank
@@ -286,6 +289,8 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 		return nil
 	case gatherv:
 		return c.gathervOut(s, rank, root, w, p)
+	case allgatherv:
+		return c.allgathervOut(s, rank, w, p)
 	case gather, allgather: // every rank's block has the length of ours, its RecvBlock
 		for j := range c.n {
 			copy(recv[j*w:(j+1)*w], piece(j))
@@ -417,12 +422,20 @@ func gathervStride(n int) int {
 }
 
 // pieceWidth is the length of the pieces of a collective of kind k through the
-// slot whose rank contributes n bytes.
-func (c *Comm) pieceWidth(k kind, n int) int {
-	if k == gatherv {
+// slot whose rank contributes send (its Part p, if any): an Allgatherv's are its
+// longest block and the byte of its length before it.
+func (c *Comm) pieceWidth(k kind, send []byte, p *Part) int {
+	switch k {
+	case gatherv:
 		return c.stride
+	case allgatherv:
+		w := 0
+		for j := range c.n {
+			w = max(w, p.recvCount(j))
+		}
+		return w + 1
 	}
-	return n
+	return len(send)
 }
 
 // putPiece writes rank's contribution send into its w-byte piece of episode s's
@@ -430,7 +443,7 @@ func (c *Comm) pieceWidth(k kind, n int) int {
 func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
 	piece := c.slotPiece(s, rank, w)
 	switch {
-	case k != gatherv:
+	case k != gatherv && k != allgatherv:
 		copy(piece, send)
 	case len(send) < w:
 		piece[0] = byte(len(send))
@@ -520,4 +533,41 @@ func (c *Comm) gathervOut(s uint64, rank, root, w int, p *Part) error {
 	mine := *fault
 	mine.Rank = rank
 	return &mine
+}
+
+// On ranks that spin, an Allgatherv whose blocks fit the slot goes through it as
+// an Allgather does: every rank knows every block's length (its counts), so every
+// rank takes the same way alone. Its pieces are as long as the longest block, and
+// the byte of the block's length before it. A rank whose own block is not the
+// length its counts say flags the word's fault with its bit, so that every rank
+// learns; one whose counts for another rank's block differ from that rank's
+// length (counts that differ between ranks) learns it alone, where it reads the
+// block.
+
+// ownCountFault is the fault of an Allgatherv's rank whose block of sent bytes is
+// not the room its counts give it: it fails the slot's waiting ranks' episode and
+// returns the flag to set with the rank's bit.
+func (c *Comm) ownCountFault(rank int, s uint64, sent, room, elem int) uint64 {
+	err := mismatch(allgatherv, elem, rank, rank, sent, room)
+	err.Detail = fmt.Sprintf("rank %d sends %d elements, which its counts give %d", rank, sent/max(elem, 1), room/max(elem, 1))
+	c.slotFail(rank, s, err)
+	return slotFault
+}
+
+// allgathervOut copies every rank's block out of its w-byte piece of episode s's
+// slot into rank's receive buffer, once every bit is set and none flagged a fault.
+func (c *Comm) allgathervOut(s uint64, rank, w int, p *Part) error {
+	_, _, _, elem, _ := slotCallOf(c.ring[s%ringSize].lit.Load())
+	for j := range c.n {
+		if sent := int(c.slotPiece(s, j, w)[0]); sent != p.recvCount(j) {
+			err := mismatch(allgatherv, elem, j, rank, sent, p.recvCount(j))
+			err.Rank = rank
+			return err
+		}
+	}
+	for j := range c.n {
+		piece := c.slotPiece(s, j, w)
+		move(p.recvBlock(j), piece[1:1+piece[0]])
+	}
+	return nil
 }

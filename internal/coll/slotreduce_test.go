@@ -662,3 +662,99 @@ func TestGathervInSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestAllgathervInSlot: on ranks that spin, Allgathervs whose blocks fit the slot
+// go through it lap after lap (with blocks too long for it between them, through
+// an episode), in place or not, every block landing where the counts and
+// displacements say; a rank sending more or fewer elements than its counts say
+// gives every rank an error; a rank whose counts for another's block differ from
+// that block learns it; and the communicator goes on working.
+func TestAllgathervInSlot(t *testing.T) {
+	const n, calls = 4, 300
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
+	c := New(NewJob(), n, 20*time.Microsecond)
+	count := func(j, i int) int {
+		if i%7 == 0 && j == 2 {
+			return 40 // too long for the slot: every rank goes through an episode
+		}
+		return (i + j) % 5
+	}
+	fill := func(j, i int, b []byte) {
+		for k := range b {
+			b[k] = byte(3*i + 11*j + k)
+		}
+	}
+	// call is rank r's Allgatherv number i, whose block has extra bytes and whose
+	// count for rank 3 is off by skew.
+	call := func(r, i, extra, skew int) error {
+		counts, displs, at := make([]int, n), make([]int, n), 1
+		for j := n - 1; j >= 0; j-- {
+			counts[j], displs[j] = count(j, i), at
+			at += counts[j] + 2
+		}
+		counts[3] += skew
+		p := Part{Send: make([]byte, count(r, i)+extra), Recv: make([]byte, at+4), RecvCounts: counts, RecvDispls: displs}
+		fill(r, i, p.Send)
+		if i%4 == 1 && extra == 0 { // in place
+			copy(p.Recv[displs[r]:], p.Send)
+			p.Send = p.Recv[displs[r] : displs[r]+len(p.Send)]
+		}
+		if err := c.Allgatherv(r, &p, 1); err != nil {
+			return err
+		}
+		for j := range n {
+			want := make([]byte, counts[j])
+			fill(j, i, want)
+			if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, want) {
+				return fmt.Errorf("Allgatherv %d: rank %d got block %d %v, want %v", i, r, j, got, want)
+			}
+		}
+		return nil
+	}
+	onEveryRank(t, c, calls, "laps", func(r, i int) error { return call(r, i, 0, 0) })
+	if v, held := c.slotHeld(c.ranks[0].seq.Load() - 1); !held || slotKind(v) != allgatherv {
+		t.Fatalf("the last Allgatherv's slot holds %#x, want an Allgatherv's word", v)
+	}
+	faults := []struct {
+		name        string
+		extra, skew int // of rank 0's block; of rank 1's count for rank 3
+		class       errs.Class
+		everyRank   bool
+	}{
+		{"longer block", 1, 0, errs.Truncate, true},
+		{"longer than a piece", 9, 0, errs.Truncate, true},
+		{"shorter block", -1, 0, errs.Count, true},
+		{"counts differ", 0, -1, errs.Truncate, false},
+		{"counts differ, longest", 0, 9, errs.Count, true}, // pieces of another length: the word differs
+	}
+	for _, tc := range faults {
+		const i = 3 // blocks of 3, 4, 0 and 1 bytes
+		results := make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				extra, skew := 0, 0
+				if r == 0 {
+					extra = tc.extra
+				}
+				if r == 1 {
+					skew = tc.skew
+				}
+				results[r] = call(r, i, extra, skew)
+			})
+		}
+		awaitRanks(t, &wg, 10*time.Second, tc.name)
+		for r := range n {
+			var e *errs.Error
+			switch failed := errors.As(results[r], &e); {
+			case (tc.everyRank || r == 1) && (!failed || e.Class != tc.class):
+				t.Fatalf("%s: rank %d returned %v, want an error of class %v", tc.name, r, results[r], tc.class)
+			case !tc.everyRank && r != 1 && results[r] != nil:
+				t.Fatalf("%s: rank %d returned %v, want nil", tc.name, r, results[r])
+			case tc.extra != 0 && (e.Peer != 0 || !strings.Contains(e.Detail, "rank 0 sends") || !strings.Contains(e.Detail, "its counts give")):
+				t.Fatalf("%s: rank %d returned %v, want rank 0 named", tc.name, r, results[r])
+			}
+		}
+		onEveryRank(t, c, 3, "after "+tc.name, func(r, i int) error { return call(r, i+1, 0, 0) })
+	}
+}
