@@ -11,7 +11,7 @@ import (
 // A small Reduce, Scan, Exscan or Gather (at most slotRanks ranks, whose
 // contributions fit the slot: see slotPiece), a Gatherv of at most slotRanks
 // ranks (see gathervStride), and on ranks that spin a small
-// Allreduce, Allgather, Alltoall, ReduceScatterBlock or a Barrier (see
+// Allreduce, Allgather(v), Alltoall, ReduceScatterBlock or a Barrier (see
 // slotEveryone), needs no episode,
 // as a small Bcast needs none (lit.go): every rank leaves its contribution (a
 // Gather's or Allgather's block, an Alltoall's n blocks) in the ring slot, at its
