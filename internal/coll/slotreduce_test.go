@@ -618,12 +618,8 @@ func TestGathervInSlot(t *testing.T) {
 		if err := c.Gatherv(r, &p, 1, root); err != nil || bad >= 0 {
 			return err
 		}
-		for j := range n {
-			want := make([]byte, counts[j])
-			fill(j, i, want)
-			if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, want) {
-				return fmt.Errorf("Gatherv %d to %d: block %d is %v, want %v", i, root, j, got, want)
-			}
+		if err := blocksLanded(p.Recv, counts, displs, func(j int, b []byte) { fill(j, i, b) }); err != nil {
+			return fmt.Errorf("Gatherv %d to %d: %w", i, root, err)
 		}
 		return nil
 	}
@@ -702,12 +698,8 @@ func TestAllgathervInSlot(t *testing.T) {
 		if err := c.Allgatherv(r, &p, 1); err != nil {
 			return err
 		}
-		for j := range n {
-			want := make([]byte, counts[j])
-			fill(j, i, want)
-			if got := p.Recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, want) {
-				return fmt.Errorf("Allgatherv %d: rank %d got block %d %v, want %v", i, r, j, got, want)
-			}
+		if err := blocksLanded(p.Recv, counts, displs, func(j int, b []byte) { fill(j, i, b) }); err != nil {
+			return fmt.Errorf("Allgatherv %d: rank %d: %w", i, r, err)
 		}
 		return nil
 	}
@@ -757,4 +749,17 @@ func TestAllgathervInSlot(t *testing.T) {
 		}
 		onEveryRank(t, c, 3, "after "+tc.name, func(r, i int) error { return call(r, i+1, 0, 0) })
 	}
+}
+
+// blocksLanded checks that block j of recv (at displs[j], counts[j] bytes) holds
+// what fill(j) writes.
+func blocksLanded(recv []byte, counts, displs []int, fill func(j int, b []byte)) error {
+	for j := range counts {
+		want := make([]byte, counts[j])
+		fill(j, want)
+		if got := recv[displs[j] : displs[j]+counts[j]]; !bytes.Equal(got, want) {
+			return fmt.Errorf("block %d is %v, want %v", j, got, want)
+		}
+	}
+	return nil
 }
