@@ -341,15 +341,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			return c.allSmall(e, k, rank, elem, p)
 		}
 	}
-	x := e.x.Load()
-	if x == nil {
-		fresh := &exchange{shares: make([]share, c.n), small: e.small}
-		if e.x.CompareAndSwap(nil, fresh) {
-			x = fresh
-		} else {
-			x = e.x.Load()
-		}
-	}
+	x := c.exchangeOf(e, e.small)
 	if e.small && k == gatherv {
 		return c.gathervSmall(e, x, rank, root, p)
 	}
@@ -382,6 +374,18 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		ok = c.wait(&e.done)
 	}
 	return c.outcome(e, rank, ok)
+}
+
+// exchangeOf returns e's exchange, making it if no rank has (small: see exchange).
+func (c *Comm) exchangeOf(e *episode, small bool) *exchange {
+	if x := e.x.Load(); x != nil {
+		return x
+	}
+	fresh := &exchange{shares: make([]share, c.n), small: small}
+	if e.x.CompareAndSwap(nil, fresh) {
+		return fresh
+	}
+	return e.x.Load()
 }
 
 // slotRecv returns the receive buffer with which a Scan, Exscan or Gather (k) of

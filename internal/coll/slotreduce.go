@@ -462,16 +462,7 @@ func (c *Comm) setAside(rank int, s uint64, send []byte) bool {
 	if e == nil {
 		return false
 	}
-	x := e.x.Load()
-	if x == nil {
-		fresh := &exchange{shares: make([]share, c.n), small: true}
-		if e.x.CompareAndSwap(nil, fresh) {
-			x = fresh
-		} else {
-			x = e.x.Load()
-		}
-	}
-	x.shares[rank].Send = send
+	c.exchangeOf(e, true).shares[rank].Send = send // kept on reuse, as a small exchange's
 	return true
 }
 
