@@ -482,30 +482,29 @@ func (c *Comm) gathervLeft(s uint64, rank, w int, send []byte) error {
 // gathervSmall does, copies the blocks into place, and lets the ranks whose blocks
 // it took from their buffers go, with its fault if it found one.
 func (c *Comm) gathervOut(s uint64, rank, root, w int, p *Part) error {
-	var aside *episode // the episode where blocks were set aside, if any
+	var (
+		blocks [slotRanks][]byte
+		aside  *episode // the episode where blocks were set aside, if any
+	)
 	for j := range c.n {
-		if j != root && c.slotPiece(s, j, w)[0] == gathervAside {
+		switch piece := c.slotPiece(s, j, w); {
+		case j == root:
+			blocks[j] = p.Send
+		case piece[0] != gathervAside:
+			blocks[j] = piece[1 : 1+piece[0]]
+		default:
 			aside = c.ring[s%ringSize].p.Load()
-			break
+			blocks[j] = aside.x.Load().shares[j].Send
 		}
-	}
-	block := func(j int) []byte {
-		if j == root {
-			return p.Send
-		}
-		if piece := c.slotPiece(s, j, w); piece[0] != gathervAside {
-			return piece[1 : 1+piece[0]]
-		}
-		return aside.x.Load().shares[j].Send
 	}
 	_, _, _, elem, _ := slotCallOf(c.ring[s%ringSize].lit.Load())
 	var fault *errs.Error
 	for j := 0; j < c.n && fault == nil; j++ {
-		fault = mismatch(gatherv, elem, j, root, len(block(j)), p.recvCount(j))
+		fault = mismatch(gatherv, elem, j, root, len(blocks[j]), p.recvCount(j))
 	}
 	if fault == nil && (aside == nil || aside.enter()) {
 		for j := range c.n {
-			move(p.recvBlock(j), block(j))
+			move(p.recvBlock(j), blocks[j])
 		}
 		if aside != nil {
 			aside.exit()
