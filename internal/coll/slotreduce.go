@@ -74,14 +74,18 @@ var slotKinds = [...]kind{reduce, scan, exscan, allreduce, barrier, gather, allg
 
 // slotCode is k's code in the word (len(slotKinds) for a kind that never goes
 // through the slot).
-func slotCode(k kind) int {
-	for i, sk := range slotKinds {
-		if sk == k {
-			return i
-		}
+func slotCode(k kind) int { return int(slotCodes[k]) }
+
+// slotCodes is slotCode's table: every call of a small collective asks it.
+var slotCodes = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = uint8(len(slotKinds))
 	}
-	return len(slotKinds)
-}
+	for i, k := range slotKinds {
+		t[k] = uint8(i)
+	}
+	return t
+}()
 
 // slotted reports whether k, with contributions short enough, goes through the slot:
 // a rank that calls one through an episode looks at the slot itself (reduce,
@@ -129,8 +133,19 @@ func (c *Comm) slotHeld(s uint64) (uint64, bool) {
 // slotFits reports whether a reduction of w-byte contributions of elem-byte
 // elements goes through the slot.
 func (c *Comm) slotFits(w, elem int) bool {
-	return c.n <= slotRanks && elem < 64 && (w == 0 || c.n <= litSlot/w+litMore/w)
+	return c.n <= slotRanks && elem < 64 && (w == 0 || w <= litBytes && c.n <= int(slotRoom[w].all))
 }
+
+// slotRoom is, by a piece's length w (1 to litBytes), how many pieces lie in the
+// rest of a slot's line (first) and how many in all, counting those in the rest of
+// its claim's line (see slotPiece): worked out once, as slotPiece and slotFits
+// ran their divisions at every call.
+var slotRoom = func() (t [litBytes + 1]struct{ first, all uint8 }) {
+	for w := 1; w <= litBytes; w++ {
+		t[w].first, t[w].all = uint8(litSlot/w), uint8(litSlot/w+litMore/w)
+	}
+	return t
+}()
 
 // slotPiece returns the w bytes of rank's contribution to episode s's slot: in the
 // rest of the slot's line while whole pieces fit there, then in the rest of its
@@ -142,7 +157,7 @@ func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
 	if w == 0 {
 		return nil
 	}
-	if first := litSlot / w; rank >= first {
+	if first := int(slotRoom[w].first); rank >= first {
 		rank -= first
 		return c.claims[s%ringSize].more[rank*w : (rank+1)*w]
 	}
@@ -409,13 +424,13 @@ const gathervAside = 255
 
 // gathervStride is the length of each piece of a Gatherv of n ranks through the
 // slot: the longest whose n pieces fit (slotPiece), at most 63 bytes (the word's
-// length field). New works it out once: its divisions took a microsecond.
+// length field). New works it out once.
 func gathervStride(n int) int {
 	if n > slotRanks {
 		return 0 // never through the slot
 	}
 	w := 63
-	for litSlot/w+litMore/w < n {
+	for int(slotRoom[w].all) < n {
 		w--
 	}
 	return w
