@@ -160,10 +160,11 @@ func TestMovesUint8(t *testing.T)   { checkMoves(t, func(v int) uint8 { return u
 func TestMovesCelsius(t *testing.T) { checkMoves(t, func(v int) celsius { return celsius(v) * 0.5 }) }
 
 // checkScans runs Scan, Exscan and ReduceScatterBlock with op, in place and not,
-// and compares with refReduce on the prefixes and blocks.
+// and compares with refReduce on the prefixes and blocks; 5000 elements of 8 bytes
+// go along the chain of ranks (see internal/coll's scanChain).
 func checkScans[T mpi.Elem](t *testing.T, conv func(int) T, o namedOp[T]) {
 	for _, n := range collSizes {
-		for _, m := range moreSizes {
+		for _, m := range append(moreSizes[:len(moreSizes):len(moreSizes)], 5000) {
 			t.Run(fmt.Sprintf("%v/ranks=%d/len=%d", o.op, n, m), func(t *testing.T) {
 				xs := make([][]T, n)
 				for r := range xs {

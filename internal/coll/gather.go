@@ -72,6 +72,7 @@ type exchange struct {
 	shares   []share
 	finished atomic.Int64 // ranks done with their share
 	small    bool         // each rank publishes a copy of its send buffer
+	folded   []gate       // a large Scan or Exscan: chainPieces gates a rank, one a piece it has folded (see scanChain)
 }
 
 // share is one rank's part in an exchange and, in a small one, its copy of its send
@@ -341,7 +342,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			return c.allSmall(e, k, rank, elem, p)
 		}
 	}
-	x := c.exchangeOf(e, e.small)
+	x := c.exchangeOf(e, e.small, (k == scan || k == exscan) && c.n > 2 && len(p.Send) >= chainMin)
 	if e.small && k == gatherv {
 		return c.gathervSmall(e, x, rank, root, p)
 	}
@@ -361,7 +362,11 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	} else {
 		ok = c.wait(&e.start)
 	}
-	if ok && e.fault.Load() == nil && e.enter() {
+	switch {
+	case x.folded != nil:
+		c.scanChain(e, x, k, rank, ok)
+	case !ok || e.fault.Load() != nil:
+	case e.enter():
 		f := c.part(k, x, rank, root, e.fn)
 		e.exit()
 		if f != nil {
@@ -376,12 +381,16 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	return c.outcome(e, rank, ok)
 }
 
-// exchangeOf returns e's exchange, making it if no rank has (small: see exchange).
-func (c *Comm) exchangeOf(e *episode, small bool) *exchange {
+// exchangeOf returns e's exchange, making it if no rank has (small: see exchange;
+// chain: with the gates of scanChain).
+func (c *Comm) exchangeOf(e *episode, small, chain bool) *exchange {
 	if x := e.x.Load(); x != nil {
 		return x
 	}
 	fresh := &exchange{shares: make([]share, c.n), small: small}
+	if chain {
+		fresh.folded = make([]gate, c.n*chainPieces)
+	}
 	if e.x.CompareAndSwap(nil, fresh) {
 		return fresh
 	}
@@ -767,6 +776,74 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byt
 		}
 	}
 	return nil
+}
+
+// A large Scan or Exscan of three ranks or more folds along a chain of ranks, rank
+// r's result being rank r-1's folded with one contribution (Scan: rank r's, Exscan:
+// rank r-1's), piece by piece, so that rank r folds a piece as soon as rank r-1 has
+// finished it, while it is still in a cache: a Scan takes n-1 folds of each piece in
+// all, which the ranks' processors share, instead of rank r folding r+1
+// contributions alone (n(n-1)/2 folds in all). On 2 processors a Scan of 1 MiB took
+// 0.68 of the time on 4 ranks (where it was slower than Open MPI's chain of
+// messages) and 0.38 on 16, one of 32 KiB 0.82 and 0.51. With 2 ranks both ways
+// fold the same, and the chain's waits cost more than its cache saves.
+const (
+	chainMin    = 32 << 10 // the shortest contribution that goes along the chain
+	chainPieces = 16       // how many pieces a contribution is cut into
+)
+
+// scanChain is a rank's part in a large Scan or Exscan (k) along the chain of x,
+// once e has started (started: else the job ended first). It opens the rank's gate
+// of each piece once the piece is in its Recv, and every one on the way out,
+// whatever happened (a fault, found before the rank's part or made by a panic of the
+// function in it): the first rank of the chain waits for nobody, so no rank waits
+// for ever.
+func (c *Comm) scanChain(e *episode, x *exchange, k kind, rank int, started bool) {
+	mine := x.folded[rank*chainPieces : (rank+1)*chainPieces]
+	defer func() {
+		for i := range mine {
+			mine[i].release()
+		}
+	}()
+	if !started || e.fault.Load() != nil {
+		return
+	}
+	me, prev := &x.shares[rank], rank-1 // the rank whose result this one's extends
+	acc, from := me.Recv[:len(me.Send)], me.Send
+	if k == exscan {
+		if rank == 0 {
+			return
+		}
+		from = x.shares[rank-1].Send
+	}
+	var before []byte // the previous result, piece by piece once its gate is open
+	if k == exscan && rank == 1 {
+		prev = -1 // rank 0 has no result: rank 1's is a copy of its contribution
+	} else if prev >= 0 {
+		before = x.shares[prev].Recv
+	}
+	elem := max(int(e.elem), 1)
+	size := (len(acc)+chainPieces-1)/chainPieces + elem - 1
+	size -= size % elem
+	for i, at := 0, 0; at < len(acc); i, at = i+1, at+size {
+		end := min(at+size, len(acc))
+		if prev >= 0 && !c.wait(&x.folded[prev*chainPieces+i]) || e.fault.Load() != nil || !e.enter() {
+			return
+		}
+		var f *errs.Error
+		if before == nil {
+			move(acc[at:end], from[at:end])
+		} else { // the previous result, then the contribution (fold's rank order)
+			pieces := [2][]byte{before[at:end], from[at:end]}
+			f = fold(k, func(j int) []byte { return pieces[j] }, 2, end-at, acc[at:end], e.fn)
+		}
+		e.exit()
+		if f != nil {
+			e.fail(f)
+			return
+		}
+		mine[i].release()
+	}
 }
 
 // move copies src to dst, which have the same length, unless they are the same bytes

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -572,6 +573,99 @@ func TestAllreduceSmall(t *testing.T) {
 		for r, err := range again {
 			if err != nil || string(recvs[r]) != string(inOrder(n)) {
 				t.Fatalf("%d ranks, after the error: rank %d got %v (%v)", n, r, recvs[r], err)
+			}
+		}
+	}
+}
+
+// TestScanChain: large Scans and Exscans (along the chain of ranks: scanChain) give
+// every rank the product of its prefix in rank order, element by element, through
+// pieces that do not divide the contributions evenly, lap after lap, spinning or
+// not; the receive buffers' tails are left alone. A function that panics in one
+// rank's fold fails every rank's call with ErrOp (none hangs), and the next Scan is
+// right again.
+func TestScanChain(t *testing.T) {
+	const length = chainMin + 4*37 // 4-byte matrices
+	contribution := func(r int) []byte {
+		b := make([]byte, length)
+		for i := 0; i < length; i += 4 {
+			copy(b[i:], []byte{byte(r + 1 + i/4%7), 1, 1, byte(i / 4 % 2)})
+		}
+		return b
+	}
+	// prefix is the product, element by element in rank order, of ranks 0 to top.
+	prefix := func(top int) []byte {
+		acc := contribution(top)
+		for r := top - 1; r >= 0; r-- {
+			matmul(contribution(r), acc)
+		}
+		return acc
+	}
+	run := func(c *Comm, n int, k kind, fn func(in, inout []byte)) ([][]byte, []error) {
+		recvs, fails := make([][]byte, n), make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				recvs[r] = bytes.Repeat([]byte{0xEE}, length+4)
+				p := &Part{Send: contribution(r), Recv: recvs[r]}
+				if k == scan {
+					fails[r] = c.Scan(r, p, 4, fn)
+				} else {
+					fails[r] = c.Exscan(r, p, 4, fn)
+				}
+			})
+		}
+		wg.Wait()
+		return recvs, fails
+	}
+	for _, n := range []int{3, 4, 17} {
+		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+			c := New(NewJob(), n, spin)
+			for lap := range 6 {
+				k := []kind{scan, exscan}[lap%2]
+				recvs, fails := run(c, n, k, matmul)
+				for r := range n {
+					want, got := prefix(r), recvs[r]
+					if k == exscan {
+						want = nil
+						if r > 0 {
+							want = prefix(r - 1)
+						}
+					}
+					switch {
+					case fails[r] != nil:
+						t.Fatalf("%d ranks, spin %v, %v: rank %d: %v", n, spin, k, r, fails[r])
+					case want == nil && !bytes.Equal(got, bytes.Repeat([]byte{0xEE}, length+4)):
+						t.Fatalf("%d ranks, spin %v, Exscan: rank 0's receive buffer was written", n, spin)
+					case want != nil && !bytes.Equal(got[:length], want):
+						i := 0
+						for got[i] == want[i] {
+							i++
+						}
+						t.Fatalf("%d ranks, spin %v, %v: rank %d, byte %d: got %v, want %v", n, spin, k, r, i, got[i&^3:i&^3+4], want[i&^3:i&^3+4])
+					case !bytes.Equal(got[length:], []byte{0xEE, 0xEE, 0xEE, 0xEE}):
+						t.Fatalf("%d ranks, spin %v, %v: rank %d's tail was written: %v", n, spin, k, r, got[length:])
+					}
+				}
+			}
+			for lap := range 20 { // a panic in the fold of one piece or another
+				var calls atomic.Int64
+				panicky := func(in, inout []byte) {
+					if calls.Add(1) == int64(1+lap%5) {
+						panic("a fold")
+					}
+					matmul(in, inout)
+				}
+				_, fails := run(c, n, scan, panicky)
+				for r, err := range fails {
+					var e *errs.Error
+					if !errors.As(err, &e) || e.Class != errs.Op || !strings.Contains(e.Detail, "a fold") {
+						t.Fatalf("%d ranks, spin %v: rank %d returned %v, want the panic as ErrOp", n, spin, r, err)
+					}
+				}
+				if recvs, fails := run(c, n, scan, matmul); fails[n-1] != nil || !bytes.Equal(recvs[n-1][:length], prefix(n-1)) {
+					t.Fatalf("%d ranks, spin %v: the Scan after the panic: %v", n, spin, fails[n-1])
+				}
 			}
 		}
 	}

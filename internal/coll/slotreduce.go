@@ -477,7 +477,7 @@ func (c *Comm) setAside(rank int, s uint64, send []byte) bool {
 	if e == nil {
 		return false
 	}
-	c.exchangeOf(e, true).shares[rank].Send = send // kept on reuse, as a small exchange's
+	c.exchangeOf(e, true, false).shares[rank].Send = send // kept on reuse, as a small exchange's
 	return true
 }
 
