@@ -270,6 +270,7 @@ func (c *Conn) tryRead(b []byte) (int, error) {
 	at := r.pos & r.mask
 	k := copy(b[:n], r.data[at:])
 	copy(b[k:n], r.data)
+	raceAcquireRead()
 	r.pos += n
 	r.tail.Swap(r.pos)
 	if r.wwait.Load() != 0 && r.wwait.CompareAndSwap(1, 0) {
@@ -397,6 +398,7 @@ func (c *Conn) tryWrite(bufs *net.Buffers) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	raceReleaseWrite()
 	r.head.Swap(r.pos)
 	if r.rwait.Load() != 0 && r.rwait.CompareAndSwap(1, 0) {
 		c.ring(bellData)

@@ -549,3 +549,36 @@ func TestBellDeadline(t *testing.T) {
 		t.Fatalf("write after the deadline: %v", err)
 	}
 }
+
+// TestHandOffUnderRace: a buffer that one goroutine wrote into the ring, and that
+// another reuses once the peer's answer has come back through the other ring, is
+// not a race, as the same hand-off through a socket is not: under -race, the
+// write of the reused buffer must not be reported against the read of the first
+// write (the race detector sees no order through memory that both procs map, so
+// the rings tell it, as internal/poll does for file descriptors).
+func TestHandOffUnderRace(t *testing.T) {
+	a, b := pair(t, MinRing)
+	buf := []byte("payload")
+	wrote := make(chan error, 1)
+	go func() { // the sender, as a rank whose message a daemon writes
+		_, err := a.Write(buf)
+		wrote <- err
+	}()
+	go func() { // the peer proc: it reads the message, then answers
+		got := make([]byte, len(buf))
+		if _, err := io.ReadFull(b, got); err != nil {
+			t.Error(err)
+		}
+		if _, err := b.Write([]byte{1}); err != nil {
+			t.Error(err)
+		}
+	}()
+	answer := make([]byte, 1)
+	if _, err := io.ReadFull(a, answer); err != nil { // the receive daemon
+		t.Fatal(err)
+	}
+	copy(buf, "reused!") // the buffer goes back to its pool and is filled again
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
