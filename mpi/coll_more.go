@@ -316,7 +316,7 @@ func gathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, 
 		return err
 	}
 	if c.rank == root {
-		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
+		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true, 0)
 		if err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func scattervOp[T Elem](o *collOp, c *Comm, name string, send []T, counts, displ
 		return err
 	}
 	if c.rank == root {
-		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false)
+		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false, 0)
 		if err != nil {
 			return err
 		}
@@ -383,7 +383,7 @@ func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, count
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true)
+	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true, 0)
 	if err != nil {
 		return err
 	}
@@ -416,7 +416,7 @@ func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, 
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true)
+	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true, 0)
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, 
 		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
 		return nil
 	}
-	sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false)
+	sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false, 1)
 	if err != nil {
 		return err
 	}
@@ -438,10 +438,15 @@ func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, 
 
 // blocksOf checks the counts and displacements (in elements) of the blocks of a
 // buffer of length elements (what names it: "send" or "receive"), one per rank, and
-// returns them in bytes (el bytes an element). A wrong number of entries, a negative
-// displacement or a block reaching past the buffer is ErrArg, a negative count
-// ErrCount and, when disjoint, two blocks sharing an element ErrBuffer.
-func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el int, disjoint bool) ([]int, []int, error) {
+// returns them in bytes (el bytes an element), in half (0 or 1: an Alltoallv's send
+// and receive blocks) of the rank's memory for them, kept from call to call: the
+// allocation was a fifth of 2 ranks' Scatterv of 8 bytes (0.273 against 0.222 µs).
+// The collective engines copy what they keep after the rank's call returns (a small
+// exchange's counts, which the others read later), and issue what a nonblocking
+// call runs later. A wrong number of entries, a negative displacement or a block
+// reaching past the buffer is ErrArg, a negative count ErrCount and, when disjoint,
+// two blocks sharing an element ErrBuffer.
+func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el int, disjoint bool, half int) ([]int, []int, error) {
 	n := c.Size()
 	switch {
 	case len(counts) != n:
@@ -449,8 +454,11 @@ func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el i
 	case len(displs) != n:
 		return nil, nil, errs.New(errs.Arg, name, c.rank, "%d %s displacements for the %d ranks", len(displs), what, n)
 	}
-	both := make([]int, 2*n)
-	bc, bd := both[:n:n], both[n:]
+	if len(c.blocks) < 4*n {
+		c.blocks = make([]int, 4*n)
+	}
+	both := c.blocks[2*n*half : 2*n*(half+1)]
+	bc, bd := both[:n:n], both[n:n*2:n*2]
 	for j, m := range counts {
 		d := displs[j]
 		switch {

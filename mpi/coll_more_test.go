@@ -784,3 +784,114 @@ func TestSmallExchangesPipeline(t *testing.T) {
 		return nil
 	})
 }
+
+// TestVCountsFromCallToCall: the rank's memory for its byte counts serves every
+// v-collective call (blocksOf), so each call's must stay what the collective reads
+// while other ranks still read it: 300 rounds of two Alltoallv, a Scatterv and
+// two Allgatherv whose counts change every call (small ones: ranks leave as soon as
+// they have their blocks), and Igatherv calls issued before the next blocking one,
+// each rank checking every block it gets.
+func TestVCountsFromCallToCall(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		mustRun(t, n, func(c *mpi.Comm) error {
+			me := c.Rank()
+			// count is how many elements rank from sends rank to in call i; value
+			// is element k of that block.
+			count := func(i, from, to int) int { return (i + 2*from + to) % 4 }
+			value := func(i, from, to, k int) int32 { return int32(i*10000 + from*1000 + to*100 + k) }
+			layout := func(counts []int) ([]int, int) {
+				displs, at := make([]int, len(counts)), 0
+				for j, m := range counts {
+					displs[j], at = at, at+m
+				}
+				return displs, at
+			}
+			for i := range 300 {
+				for _, call := range []int{2 * i, 2*i + 1} { // two in a row: the send counts' memory serves both
+					sc, rc := make([]int, n), make([]int, n)
+					for j := range n {
+						sc[j], rc[j] = count(call, me, j), count(call, j, me)
+					}
+					sd, slen := layout(sc)
+					rd, rlen := layout(rc)
+					send, recv := make([]int32, slen), make([]int32, rlen)
+					for j := range n {
+						for k := range sc[j] {
+							send[sd[j]+k] = value(call, me, j, k)
+						}
+					}
+					if err := mpi.Alltoallv(c, send, sc, sd, recv, rc, rd); err != nil {
+						return fmt.Errorf("call %d: Alltoallv: %w", call, err)
+					}
+					for j := range n {
+						for k := range rc[j] {
+							if got, want := recv[rd[j]+k], value(call, j, me, k); got != want {
+								return fmt.Errorf("call %d: Alltoallv: element %d from rank %d is %d, want %d", call, k, j, got, want)
+							}
+						}
+					}
+				}
+				root := i % n
+				counts := make([]int, n) // the root's blocks, one to each rank
+				for j := range n {
+					counts[j] = count(i, root, j)
+				}
+				displs, total := layout(counts)
+				var all []int32
+				if me == root {
+					all = make([]int32, total)
+					for j := range n {
+						for k := range counts[j] {
+							all[displs[j]+k] = value(i, root, j, k)
+						}
+					}
+				}
+				mine := make([]int32, 3)
+				if err := mpi.Scatterv(c, all, counts, displs, mine, root); err != nil {
+					return fmt.Errorf("call %d: Scatterv: %w", i, err)
+				}
+				for k := range counts[me] {
+					if got, want := mine[k], value(i, root, me, k); got != want {
+						return fmt.Errorf("call %d: Scatterv: element %d is %d, want %d", i, k, got, want)
+					}
+				}
+				// Allgatherv of each rank's Scatterv block: every rank gets the root's buffer.
+				got := make([]int32, total)
+				if err := mpi.Allgatherv(c, mine[:counts[me]], got, counts, displs); err != nil {
+					return fmt.Errorf("call %d: Allgatherv: %w", i, err)
+				}
+				if me == root && !slices.Equal(got, all) {
+					return fmt.Errorf("call %d: Allgatherv: got %v, want %v", i, got, all)
+				}
+				// Igatherv back to the root, issued before the next call's counts are made.
+				back := make([]int32, total)
+				req, err := mpi.Igatherv(c, mine[:counts[me]], back, counts, displs, root)
+				if err != nil {
+					return fmt.Errorf("call %d: Igatherv: %w", i, err)
+				}
+				// Meanwhile, the same blocks placed the other way round: other byte displacements.
+				flipped := make([]int, n)
+				for j := range n {
+					flipped[j] = total - displs[j] - counts[j]
+				}
+				if err := mpi.Allgatherv(c, mine[:counts[me]], got, counts, flipped); err != nil {
+					return fmt.Errorf("call %d: second Allgatherv: %w", i, err)
+				}
+				for j := range n {
+					for k := range counts[j] {
+						if g, want := got[flipped[j]+k], value(i, root, j, k); g != want {
+							return fmt.Errorf("call %d: second Allgatherv: element %d of rank %d's block is %d, want %d", i, k, j, g, want)
+						}
+					}
+				}
+				if _, err := req.Wait(); err != nil {
+					return fmt.Errorf("call %d: Igatherv: %w", i, err)
+				}
+				if me == root && !slices.Equal(back, all) {
+					return fmt.Errorf("call %d: Igatherv: got %v, want %v", i, back, all)
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -24,10 +24,11 @@ const (
 // Comm is one rank's handle on a communicator: a group of ranks and a context that
 // keeps its messages apart from every other communicator's.
 type Comm struct {
-	core  *commCore
-	rank  int
-	freed atomic.Bool
-	made  uint64 // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
+	core   *commCore
+	rank   int
+	freed  atomic.Bool
+	made   uint64 // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
+	blocks []int  // the byte counts and displacements of the rank's v-collective in progress (see blocksOf)
 }
 
 // commCore is what all the ranks of a communicator share.

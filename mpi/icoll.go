@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/weft-mpi/weft/internal/coll"
@@ -71,6 +72,9 @@ func (c *Comm) issue(op *collOp, err error) (*Request, error) {
 		return nil, err
 	}
 	nb, o := &icoll{name: op.name, done: make(chan struct{})}, *op
+	for _, s := range []*[]int{&o.p.SendCounts, &o.p.SendDispls, &o.p.RecvCounts, &o.p.RecvDispls} {
+		*s = slices.Clone(*s) // the rank's memory for them serves its next call (blocksOf)
+	}
 	c.queue().Go(func() { nb.finish(c.collective(o.do(c), o.name)) })
 	return &Request{c: c, nbc: nb}, nil
 }

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -82,7 +83,29 @@ type exchange struct {
 type share struct {
 	Part
 	copy []byte
-	_    [192 - 160 - 24]byte
+	ints []int // a small exchange's: its copy of the Part's counts and displacements (keep)
+	_    [256 - 160 - 48]byte
+}
+
+// keep points the Part's counts and displacements at the share's own copy of them:
+// in a small exchange the others read them after the rank may have returned, when
+// its caller's are another call's (the mpi package keeps one set a rank).
+func (sh *share) keep() {
+	ps := [...]*[]int{&sh.SendCounts, &sh.SendDispls, &sh.RecvCounts, &sh.RecvDispls}
+	n := 0
+	for _, s := range ps {
+		n += len(*s)
+	}
+	if cap(sh.ints) < n {
+		sh.ints = make([]int, n)
+	}
+	rest := sh.ints[:n]
+	for _, s := range ps {
+		if *s != nil {
+			k := copy(rest, *s)
+			*s, rest = rest[:k:k], rest[k:]
+		}
+	}
 }
 
 // reset readies a small exchange for another episode, whose maker calls it before
@@ -444,6 +467,7 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	sh.copy = append(sh.copy[:0], p.Send...)
 	sh.Part = *p
 	sh.Send = sh.copy
+	sh.keep()
 	last := e.arrived.Add(1) == int64(c.n)
 	if last {
 		if f := c.agree(k, x, root, elem); f != nil {
@@ -576,7 +600,8 @@ func (c *Comm) scatterSmall(e *episode, k kind, rank, root, elem int, p *Part) e
 	if rank == root {
 		own := e.rootCopy(len(p.Send))
 		copy(own, p.Send)
-		e.buf, e.width, e.counts, e.displs = own, p.SendBlock, p.SendCounts, p.SendDispls
+		// The counts are copied: the others read them after the root has returned.
+		e.buf, e.width, e.counts, e.displs = own, p.SendBlock, slices.Clone(p.SendCounts), slices.Clone(p.SendDispls)
 		e.start.release()
 	} else if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)
