@@ -436,10 +436,16 @@ func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, 
 	return nil
 }
 
+// keptBlocksRanks bounds the communicators whose ranks keep blocksOf's memory from
+// call to call: above it, each call allocates its own, as kept memory would grow as
+// the square of the ranks (4n words a rank) where a call's own work grows with n.
+const keptBlocksRanks = 64
+
 // blocksOf checks the counts and displacements (in elements) of the blocks of a
 // buffer of length elements (what names it: "send" or "receive"), one per rank, and
 // returns them in bytes (el bytes an element), in half (0 or 1: an Alltoallv's send
-// and receive blocks) of the rank's memory for them, kept from call to call: the
+// and receive blocks) of the rank's memory for them, kept from call to call (up to
+// keptBlocksRanks ranks): the
 // allocation was a fifth of 2 ranks' Scatterv of 8 bytes (0.273 against 0.222 µs).
 // The collective engines copy what they keep after the rank's call returns (a small
 // exchange's counts, which the others read later), and issue what a nonblocking
@@ -454,10 +460,16 @@ func blocksOf(c *Comm, name, what string, length int, counts, displs []int, el i
 	case len(displs) != n:
 		return nil, nil, errs.New(errs.Arg, name, c.rank, "%d %s displacements for the %d ranks", len(displs), what, n)
 	}
-	if len(c.blocks) < 4*n {
+	var both []int
+	switch {
+	case n > keptBlocksRanks:
+		both = make([]int, 2*n)
+	case len(c.blocks) < 4*n:
 		c.blocks = make([]int, 4*n)
+		fallthrough
+	default:
+		both = c.blocks[2*n*half : 2*n*(half+1)]
 	}
-	both := c.blocks[2*n*half : 2*n*(half+1)]
 	bc, bd := both[:n:n], both[n:n*2:n*2]
 	for j, m := range counts {
 		d := displs[j]

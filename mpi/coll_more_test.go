@@ -792,7 +792,7 @@ func TestSmallExchangesPipeline(t *testing.T) {
 // they have their blocks), and Igatherv calls issued before the next blocking one,
 // each rank checking every block it gets.
 func TestVCountsFromCallToCall(t *testing.T) {
-	for _, n := range []int{2, 4} {
+	for _, n := range []int{2, 4, 65} { // 65: above keptBlocksRanks, each call's own
 		mustRun(t, n, func(c *mpi.Comm) error {
 			me := c.Rank()
 			// count is how many elements rank from sends rank to in call i; value
