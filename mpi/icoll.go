@@ -47,7 +47,7 @@ func (c *Comm) run(o *collOp, err error) error {
 	if err != nil {
 		return err
 	}
-	if l := c.direct(); l != nil {
+	if l := c.local(); l != nil {
 		return c.collective(o.local(c.rank, l), o.name)
 	}
 	return c.runBehind(o)
