@@ -712,17 +712,20 @@ func (c *Comm) await(g *gate, yield bool) bool {
 	if c.job.aborted.Load() {
 		return false
 	}
-	if c.spin > 0 {
-		if spin.Until(c.spin, g.isOpen) {
-			return true
-		}
-	} else if yield {
-		runtime.Gosched()
-		if g.isOpen() {
-			return true
-		}
+	if (c.spin > 0 || yield) && c.poll(g.isOpen) {
+		return true
 	}
 	return c.parkOn(g)
+}
+
+// poll is wait's polling for any condition: it reports whether cond came true
+// within the spin budget or, with more ranks than processors, after one yield.
+func (c *Comm) poll(cond func() bool) bool {
+	if c.spin > 0 {
+		return spin.Until(c.spin, cond)
+	}
+	runtime.Gosched()
+	return cond()
 }
 
 // parkOn is await without its spin or yield: for a wait that spun already.

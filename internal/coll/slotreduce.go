@@ -5,7 +5,6 @@ import (
 	"runtime"
 
 	"github.com/weft-mpi/weft/internal/errs"
-	"github.com/weft-mpi/weft/internal/spin"
 )
 
 // A small Reduce, Scan, Exscan or Gather (at most slotRanks ranks, whose
@@ -277,14 +276,7 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	}
 	need := uint64(1)<<pieces - 1
 	over := func() bool { v := r.lit.Load(); return v&need == need || v&slotFault != 0 }
-	if !over() {
-		if c.spin > 0 {
-			spin.Until(c.spin, over)
-		} else {
-			runtime.Gosched()
-		}
-	}
-	if !over() || r.lit.Load()&slotFault != 0 {
+	if !over() && !c.poll(over) || r.lit.Load()&slotFault != 0 {
 		e := c.take(rank, slotWait, root, 0, nil, -1)
 		if e == nil {
 			return ErrAborted
