@@ -15,5 +15,8 @@ func TestViewEmpty(t *testing.T) {
 	if v := view[Pair[float64, int]](end); len(v) != 0 {
 		t.Fatalf("view of an empty buffer has %d elements", len(v))
 	}
+	if a, b := views[Pair[float64, int]](end, end); len(a)+len(b) != 0 {
+		t.Fatalf("views of empty buffers have %d and %d elements", len(a), len(b))
+	}
 	loc[float64, int](end, end, -1)
 }
