@@ -447,8 +447,9 @@ func (c *Comm) take(rank int, k kind, root, elem int, fn func(in, inout []byte),
 			// copied, its loads waiting for the stores of its fields.
 			*fresh = episode{}
 			fresh.seq, fresh.kind, fresh.root, fresh.elem, fresh.fn, fresh.mem, fresh.maker = s, k, int32(root), int32(elem), fn, mem, rank
-			fresh.counts, fresh.displs = counts, displs // memory, for scatterSmall
-			if x != nil && x.small {                    // a small exchange's, kept with its copies
+			// A Scatterv's counts' memory: scatterSmall sets them.
+			fresh.counts, fresh.displs = counts, displs
+			if x != nil && x.small { // a small exchange's, kept with its copies
 				x.reset()
 				fresh.x.Store(x)
 			}
