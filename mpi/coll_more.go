@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"reflect"
 	"slices"
 	"unsafe"
 
@@ -153,33 +154,54 @@ func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
 // NewOp gets MPI's result. recv must hold at least len(send) elements; every rank's
 // send must have rank 0's length. A nil send means in place.
 func Scan[T Reducible](c *Comm, send, recv []T, op Op) error {
-	var o collOp
-	return c.run(&o, scanOp(&o, c, coll.KindScan, "Scan", send, recv, op))
+	return scan(c, coll.KindScan, "Scan", send, recv, op)
 }
 
 // Exscan is Scan without the rank's own contribution: recv on rank r > 0 gets
 // send0 op ... op send_(r-1). Rank 0's recv is left unchanged (MPI leaves it
 // undefined). A nil send means in place.
 func Exscan[T Reducible](c *Comm, send, recv []T, op Op) error {
+	return scan(c, coll.KindExscan, "Exscan", send, recv, op)
+}
+
+// scan is Scan or Exscan (k): straight to the engine when it may (see direct), as
+// Reduce (a 4-rank Scan of one float64: 5,327 -> 4,870 instructions, one processor).
+func scan[T Reducible](c *Comm, k coll.Kind, name string, send, recv []T, op Op) error {
+	if l := c.direct(); l != nil {
+		fn, err := op.kernel(reflect.TypeFor[T](), name, c.rank)
+		if err != nil {
+			return err
+		}
+		var p coll.Part
+		if p.Send, p.Recv, err = scanBufs(c, name, send, recv); err != nil {
+			return err
+		}
+		return c.collective(l.Exchange(k, c.rank, 0, width[T](), fn, &p), name)
+	}
 	var o collOp
-	return c.run(&o, scanOp(&o, c, coll.KindExscan, "Exscan", send, recv, op))
+	return c.run(&o, scanOp(&o, c, k, name, send, recv, op))
 }
 
 // scanOp is the collective of Scan or Exscan (k).
 func scanOp[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, send, recv []T, op Op) error {
 	err := reduction[T](o, c, k, name, op)
-	if err != nil {
-		return err
+	if err == nil {
+		o.p.Send, o.p.Recv, err = scanBufs(c, name, send, recv)
 	}
+	return err
+}
+
+// scanBufs checks the buffers of a Scan or Exscan and returns the rank's: in place,
+// a copy of its contribution, which the others read while recv is overwritten.
+func scanBufs[T Reducible](c *Comm, name string, send, recv []T) (sb, rb []byte, err error) {
 	if send == nil {
 		send = slices.Clone(recv)
 	} else if send, err = inPlace(c, name, send, recv); err != nil {
-		return err
+		return nil, nil, err
 	} else if len(send) > 0 && unsafe.SliceData(send) == unsafe.SliceData(recv) {
 		send = slices.Clone(send)
 	}
-	o.p.Send, o.p.Recv = raw(send), raw(recv)
-	return nil
+	return raw(send), raw(recv), nil
 }
 
 // ReduceScatterBlock reduces the ranks' sends element by element with op, in rank

@@ -319,6 +319,12 @@ func TestCollMoreErrors(t *testing.T) {
 		if e, _ := wantClass(err, mpi.ErrCount); e == nil || !strings.Contains(e.Detail, "5") || !strings.Contains(e.Detail, "6") {
 			return fmt.Errorf("Allgather short recv: %v", err)
 		}
+		// An op not defined on the type is found before the collective starts: no
+		// rank folds with it (which would fail too, but naming a panic).
+		err = mpi.Exscan(c, []float64{1}, one, mpi.Band)
+		if e, _ := wantClass(err, mpi.ErrOp); e == nil || !strings.Contains(e.Detail, "Band is not defined on float64") {
+			return fmt.Errorf("Exscan with Band on float64: %v", err)
+		}
 		return c.Barrier() // the communicator still works
 	})
 	// Disagreements between ranks are found inside the collective: on every rank
