@@ -108,7 +108,8 @@ func (j *Job) add(c *Comm) {
 // slot's fields but the end of its data lie in one line (Go's allocator starts an
 // object this large 8 bytes past a line). Then, each set a line apart from the
 // others: what every rank reads at every call and nobody writes once made; the
-// stall; floor and spare, which the makers of episodes write; the roots' claims.
+// stall; floor and spare, which the makers of episodes write. The roots' claims
+// are an allocation of their own.
 type Comm struct {
 	ring [ringSize]ringSlot
 	_    [64]byte
@@ -123,6 +124,13 @@ type Comm struct {
 	// queues are the ranks' nonblocking collectives, once they issued one (queue.go):
 	// apart from ranks, whose lines the makers of episodes read.
 	queues []atomic.Pointer[Queue]
+	// claims are, by slot, the episode whose root's copy the slot holds or is
+	// getting, plus one (see litLeave), or flagged slotTag, whose small Reduce it
+	// holds (slotreduce.go), and the end of a copy longer than the slot holds: two
+	// lines each, written by roots and by the ranks that open a slot for a Reduce.
+	// An allocation of their own, so that each starts a line (Go puts no header
+	// before an object without pointers).
+	claims *[ringSize]claim
 	_      [64]byte
 
 	stall stall // ranks waiting for a slot of the ring to come free
@@ -130,18 +138,13 @@ type Comm struct {
 
 	floor atomic.Uint64                        // every rank has joined the episodes below it (a lower bound)
 	spare [2][ringSize]atomic.Pointer[episode] // what left each slot in the last two laps (see reuse)
-
-	// claims are, by slot, the episode whose root's copy the slot holds or is
-	// getting, plus one (see litLeave), or flagged slotTag, whose small Reduce it
-	// holds (slotreduce.go), and the end of a copy longer than the slot holds: a
-	// line each, written by roots and by the ranks that open a slot for a Reduce.
-	claims [ringSize]claim
 }
 
-// claim is the line of a ring slot that only roots write (see Comm.claims).
+// claim is the two lines of a ring slot that only roots, and the openers of small
+// reductions, write (see Comm.claims).
 type claim struct {
 	s    atomic.Uint64
-	more [litMore]byte // a root's copy past the slot's litSlot bytes
+	more [litMore]byte // a root's copy past the slot's litSlot bytes; a reduction's pieces in the first line
 }
 
 // ringSlot holds the episode of one slot of a communicator's ring, on a line of its
@@ -152,7 +155,7 @@ type claim struct {
 //
 // The rest of the line is a small Bcast's or Scatter's copy of the root's buffer
 // (lit.go), continued in the slot's claim when it is longer: a rank that finds it
-// there reads this one line (or two) instead of the episode's.
+// there reads this one line (or up to three) instead of the episode's.
 type ringSlot struct {
 	p    atomic.Pointer[episode]
 	lit  atomic.Uint64 // the episode whose copy this is, plus one (0: none yet)
@@ -227,7 +230,7 @@ func New(j *Job, n int, spin time.Duration) *Comm {
 	// Every call of every rank reads its queue's pointer: whole lines of them, which
 	// no other object shares (in 32 bytes, a 4-rank Bcast missed the line each call).
 	queues := make([]atomic.Pointer[Queue], n, (n+7)&^7)
-	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues, stride: gathervStride(n)}
+	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues, stride: gathervStride(n), claims: new([ringSize]claim)}
 	c.stall.at.Store(math.MaxUint64)
 	procs := runtime.GOMAXPROCS(0)
 	if n <= procs {

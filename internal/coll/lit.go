@@ -26,13 +26,19 @@ import (
 // same blocks 0.366 -> 0.27.
 
 // litBytes is the largest root buffer whose copy lies in its ring slot: litSlot
-// bytes in the slot's line, the rest in its claim's line, which only a copy longer
-// than litSlot makes the others read (4 ranks' 8-byte Scatter (32 bytes) reads one
-// line; a 16-byte Scatter or a 64-byte Bcast reads two, where the episode took
-// 0.49 and 0.42 µs, twice as long as the single line's).
+// bytes in the slot's line, the rest in its claim's two lines, which only a copy
+// longer than litSlot makes the others read (4 ranks' 8-byte Scatter (32 bytes)
+// reads one line; a 16-byte Scatter or a 64-byte Bcast reads two, where the
+// episode took 0.49 and 0.42 µs, twice as long as the single line's). The claim's
+// second line took copies of up to 152 bytes off the episodes (4 KiB more a
+// communicator), µs, 3 interleaved rounds: 2 ranks' Bcast of 128 bytes 0.24-0.32
+// -> 0.17-0.41 (Open MPI 0.24-0.27; 0.17 in both rounds of the VM's fast phase),
+// Scatter of 64-byte blocks 0.37-1.07 -> 0.22-0.41 (0.22-0.29); 4 ranks' Scatter
+// of 32-byte blocks 0.70-1.12 -> 0.35-0.44 (0.68-1.07), Bcast of 128 bytes
+// 0.36-0.51 -> 0.28-0.36 (1.56-1.77).
 const (
 	litSlot  = 32
-	litMore  = 56
+	litMore  = 120
 	litBytes = litSlot + litMore
 )
 

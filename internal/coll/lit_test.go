@@ -32,11 +32,13 @@ type inSlot struct {
 // call's data in order from there, a rank whose call differs from the root's
 // (length, root, element size, another collective) gets the fault's class, and the
 // next lap, which rewrites the slots while the others read them, delivers as well.
-// Copies of 8-byte messages lie in the slot's line; longer ones in the claim's line
-// too (a Scatter of 29-byte blocks: block 1 straddles the two, block 2 lies in the
-// claim's; a Scatter of 3 blocks longer than that does not fit, and is not tested).
+// Copies of 8-byte messages lie in the slot's line; longer ones in the claim's two
+// lines too (a Scatter of 29-byte blocks: block 1 straddles the slot's line and the
+// claim's, block 2 lies in the claim's first line; of 50-byte blocks, block 2
+// straddles the claim's two lines; a Scatter of 3 blocks longer than litBytes/3
+// does not fit, and is not tested).
 func TestInSlot(t *testing.T) {
-	for _, m := range []int{8, 29, 40, litBytes} {
+	for _, m := range []int{8, 29, 40, 50, litBytes} {
 		t.Run(fmt.Sprintf("bytes=%d", m), func(t *testing.T) { testInSlot(t, m) })
 	}
 }
