@@ -33,24 +33,46 @@ import (
 // whose own block already lies in recv; m is then len(recv)/Size(), and len(recv)
 // must be a multiple of Size().
 func Gather[T Elem](c *Comm, send, recv []T, root int) error {
+	if l := c.directAt(root); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindGather, "Gather", sizeOf[T](), root, &p, gatherPart(&p, c, "Gather", send, recv, root))
+	}
 	var o collOp
 	return c.run(&o, gatherOp(&o, c, "Gather", send, recv, root))
 }
 
+// exchange runs a blocking collective of the engine's Exchange straight on it (see
+// direct), with the rank's Part p, or returns err, its buffers' error. Gather,
+// Scatter, Allgather and Alltoall go this way, as Scan does: their communicator (and
+// root) checked once, in direct, and no collOp (a 4-rank Gather and Allgather of
+// one float64 each, one processor: 10,934 -> 10,544 instructions; a Scatter 2,309 ->
+// 2,030).
+func (c *Comm) exchange(l *coll.Comm, k coll.Kind, name string, el, root int, p *coll.Part, err error) error {
+	if err != nil {
+		return err
+	}
+	return c.collective(l.Exchange(k, c.rank, root, el, nil, p), name)
+}
+
 func gatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
-	o.k, o.name, o.el, o.root, o.p.Send = coll.KindGather, name, sizeOf[T](), root, bytesOf(send)
+	o.k, o.name, o.el, o.root = coll.KindGather, name, sizeOf[T](), root
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
-	n, el := c.Size(), o.el
+	return gatherPart(&o.p, c, name, send, recv, root)
+}
+
+// gatherPart checks a Gather's buffers, on a checked c and root, into the rank's p.
+func gatherPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, root int) error {
+	p.Send = bytesOf(send)
 	if c.rank == root {
-		m, err := blockOf(c, name, send, recv, n)
+		m, err := blockOf(c, name, send, recv, c.Size())
 		if err != nil {
 			return err
 		}
-		o.p.Recv, o.p.RecvBlock = bytesOf(recv), m*el
+		p.Recv, p.RecvBlock = bytesOf(recv), m*sizeOf[T]()
 		if send == nil {
-			o.p.Send = bytesOf(recv[root*m : (root+1)*m])
+			p.Send = bytesOf(recv[root*m : (root+1)*m])
 		}
 	}
 	return nil
@@ -61,28 +83,37 @@ func gatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int)
 // alone. send is used only at the root, where its length must be a multiple of
 // Size(). In place: a nil recv at the root, whose block stays in send.
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
+	if l := c.directAt(root); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindScatter, "Scatter", sizeOf[T](), root, &p, scatterPart(&p, c, "Scatter", send, recv, root))
+	}
 	var o collOp
 	return c.run(&o, scatterOp(&o, c, "Scatter", send, recv, root))
 }
 
 func scatterOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {
-	o.k, o.name, o.el, o.root, o.p.Recv = coll.KindScatter, name, sizeOf[T](), root, bytesOf(recv)
+	o.k, o.name, o.el, o.root = coll.KindScatter, name, sizeOf[T](), root
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
-	n, el := c.Size(), o.el
-	if c.rank == root {
+	return scatterPart(&o.p, c, name, send, recv, root)
+}
+
+// scatterPart checks a Scatter's buffers, on a checked c and root, into the rank's p.
+func scatterPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, root int) error {
+	p.Recv = bytesOf(recv)
+	if n := c.Size(); c.rank == root {
 		if len(send)%n != 0 {
 			return errs.New(errs.Count, name, c.rank, "the send buffer holds %d elements, not a multiple of the %d ranks", len(send), n)
 		}
 		m := len(send) / n
-		o.p.Send, o.p.SendBlock = bytesOf(send), m*el
+		p.Send, p.SendBlock = bytesOf(send), m*sizeOf[T]()
 		switch {
 		case recv == nil:
-			o.p.Recv = bytesOf(send[root*m : (root+1)*m])
+			p.Recv = bytesOf(send[root*m : (root+1)*m])
 		case len(recv) < m:
 			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of a block of the send buffer of %d", len(recv), m, len(send))
-		case overlaps(o.p.Send, o.p.Recv):
+		case overlaps(p.Send, p.Recv):
 			return overlapError(c, name)
 		}
 	}
@@ -94,6 +125,10 @@ func scatterOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int
 // a nil send, the rank's own block already lying in recv (len(recv) must then be a
 // multiple of Size()).
 func Allgather[T Elem](c *Comm, send, recv []T) error {
+	if l := c.direct(); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindAllgather, "Allgather", sizeOf[T](), 0, &p, allgatherPart(&p, c, "Allgather", send, recv))
+	}
 	var o collOp
 	return c.run(&o, allgatherOp(&o, c, "Allgather", send, recv))
 }
@@ -103,14 +138,19 @@ func allgatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error 
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	n, el := c.Size(), o.el
-	m, err := blockOf(c, name, send, recv, n)
+	return allgatherPart(&o.p, c, name, send, recv)
+}
+
+// allgatherPart checks an Allgather's buffers, on a checked c, into the rank's p.
+func allgatherPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T) error {
+	m, err := blockOf(c, name, send, recv, c.Size())
 	if err != nil {
 		return err
 	}
-	o.p.Send, o.p.Recv, o.p.SendBlock, o.p.RecvBlock = bytesOf(send), bytesOf(recv), m*el, m*el
+	b := m * sizeOf[T]()
+	p.Send, p.Recv, p.SendBlock, p.RecvBlock = bytesOf(send), bytesOf(recv), b, b
 	if send == nil {
-		o.p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
+		p.Send = bytesOf(recv[c.rank*m : (c.rank+1)*m])
 	}
 	return nil
 }
@@ -120,6 +160,10 @@ func allgatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error 
 // multiple of Size()), recv at least as many. Every rank's m must be rank 0's. In
 // place: a nil send, recv holding the blocks to send (len(recv) a multiple of Size()).
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
+	if l := c.direct(); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindAlltoall, "Alltoall", sizeOf[T](), 0, &p, alltoallPart(&p, c, "Alltoall", send, recv))
+	}
 	var o collOp
 	return c.run(&o, alltoallOp(&o, c, "Alltoall", send, recv))
 }
@@ -129,7 +173,12 @@ func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	n, el := c.Size(), o.el
+	return alltoallPart(&o.p, c, name, send, recv)
+}
+
+// alltoallPart checks an Alltoall's buffers, on a checked c, into the rank's p.
+func alltoallPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T) error {
+	n, el := c.Size(), sizeOf[T]()
 	if send == nil {
 		if len(recv)%n != 0 {
 			return errs.New(errs.Count, name, c.rank, "in place, the receive buffer holds %d elements, not a multiple of the %d ranks", len(recv), n)
@@ -142,8 +191,8 @@ func alltoallOp[T Elem](o *collOp, c *Comm, name string, send, recv []T) error {
 	if len(recv) < len(send) {
 		return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d sent", len(recv), len(send))
 	}
-	o.p.Send, o.p.Recv, o.p.SendBlock, o.p.RecvBlock = bytesOf(send), bytesOf(recv), len(send)/n*el, len(send)/n*el
-	if overlaps(o.p.Send, o.p.Recv) {
+	p.Send, p.Recv, p.SendBlock, p.RecvBlock = bytesOf(send), bytesOf(recv), len(send)/n*el, len(send)/n*el
+	if overlaps(p.Send, p.Recv) {
 		return overlapError(c, name)
 	}
 	return nil
