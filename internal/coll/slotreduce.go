@@ -135,13 +135,13 @@ func (c *Comm) slotFits(w, elem int) bool {
 	return c.n <= slotRanks && elem < 64 && (w == 0 || w <= litBytes && c.n <= int(slotRoom[w].all))
 }
 
+// slotMore is the room for pieces in a claim's first line, after its word.
+const slotMore = 56
+
 // slotRoom is, by a piece's length w (1 to litBytes), how many pieces lie in the
 // rest of a slot's line (first) and how many in all, counting those in the rest of
 // its claim's first line (see slotPiece): worked out once, as slotPiece and
 // slotFits ran their divisions at every call.
-// slotMore is the room for pieces in a claim's first line, after its word.
-const slotMore = 56
-
 var slotRoom = func() (t [litBytes + 1]struct{ first, all uint8 }) {
 	for w := 1; w <= litBytes; w++ {
 		t[w].first, t[w].all = uint8(litSlot/w), uint8(litSlot/w+slotMore/w)
