@@ -161,7 +161,7 @@ func TestMovesCelsius(t *testing.T) { checkMoves(t, func(v int) celsius { return
 
 // checkScans runs Scan, Exscan and ReduceScatterBlock with op, in place and not,
 // and compares with refReduce on the prefixes and blocks; 5000 elements of 8 bytes
-// go along the chain of ranks (see internal/coll's scanChain).
+// are cut into columns (see internal/coll's scanColumns).
 func checkScans[T mpi.Elem](t *testing.T, conv func(int) T, o namedOp[T]) {
 	for _, n := range collSizes {
 		for _, m := range append(moreSizes[:len(moreSizes):len(moreSizes)], 5000) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -578,14 +579,14 @@ func TestAllreduceSmall(t *testing.T) {
 	}
 }
 
-// TestScanChain: large Scans and Exscans (along the chain of ranks: scanChain) give
+// TestScanColumns: large Scans and Exscans (cut into columns: scanColumns) give
 // every rank the product of its prefix in rank order, element by element, through
 // pieces that do not divide the contributions evenly, lap after lap, spinning or
-// not; the receive buffers' tails are left alone. A function that panics in one
-// rank's fold fails every rank's call with ErrOp (none hangs), and the next Scan is
-// right again.
-func TestScanChain(t *testing.T) {
-	const length = chainMin + 4*37 // 4-byte matrices
+// not, on episodes that kept a small exchange's memory; the receive buffers'
+// tails are left alone. A function that panics in one column fails every rank's
+// call with ErrOp (none hangs), and the next Scan is right again.
+func TestScanColumns(t *testing.T) {
+	const length = 2*chunkBytes + 4*37 // 4-byte matrices, three columns
 	contribution := func(r int) []byte {
 		b := make([]byte, length)
 		for i := 0; i < length; i += 4 {
@@ -618,10 +619,35 @@ func TestScanChain(t *testing.T) {
 		wg.Wait()
 		return recvs, fails
 	}
+	// small is a small Alltoallv of one byte a block: its episode keeps its exchange.
+	small := func(c *Comm, n int) {
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				ones, displs := slices.Repeat([]int{1}, n), make([]int, n)
+				for i := range displs {
+					displs[i] = i
+				}
+				p := &Part{Send: make([]byte, n), Recv: make([]byte, n), SendCounts: ones, SendDispls: displs, RecvCounts: ones, RecvDispls: displs}
+				if err := c.Alltoallv(r, p, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
 	for _, n := range []int{3, 4, 17} {
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
 			c := New(NewJob(), n, spin)
-			for lap := range 6 {
+			// Laps of the ring: a Scan or Exscan in slot 1 in laps 2, 3, 6 and 7, each
+			// on an episode that two laps before was a small exchange's, which kept its
+			// exchange (laps 0, 1, 4, 5), and small exchanges everywhere else.
+			for i := range 8 * ringSize {
+				lap := i / ringSize
+				if i%ringSize != 1 || lap%4 < 2 {
+					small(c, n)
+					continue
+				}
 				k := []kind{scan, exscan}[lap%2]
 				recvs, fails := run(c, n, k, matmul)
 				for r := range n {
@@ -634,17 +660,17 @@ func TestScanChain(t *testing.T) {
 					}
 					switch {
 					case fails[r] != nil:
-						t.Fatalf("%d ranks, spin %v, %v: rank %d: %v", n, spin, k, r, fails[r])
+						t.Fatalf("%d ranks, spin %v, lap %d, %v: rank %d: %v", n, spin, lap, k, r, fails[r])
 					case want == nil && !bytes.Equal(got, bytes.Repeat([]byte{0xEE}, length+4)):
-						t.Fatalf("%d ranks, spin %v, Exscan: rank 0's receive buffer was written", n, spin)
+						t.Fatalf("%d ranks, spin %v, lap %d, Exscan: rank 0's receive buffer was written", n, spin, lap)
 					case want != nil && !bytes.Equal(got[:length], want):
 						i := 0
 						for got[i] == want[i] {
 							i++
 						}
-						t.Fatalf("%d ranks, spin %v, %v: rank %d, byte %d: got %v, want %v", n, spin, k, r, i, got[i&^3:i&^3+4], want[i&^3:i&^3+4])
+						t.Fatalf("%d ranks, spin %v, lap %d, %v: rank %d, byte %d: got %v, want %v", n, spin, lap, k, r, i, got[i&^3:i&^3+4], want[i&^3:i&^3+4])
 					case !bytes.Equal(got[length:], []byte{0xEE, 0xEE, 0xEE, 0xEE}):
-						t.Fatalf("%d ranks, spin %v, %v: rank %d's tail was written: %v", n, spin, k, r, got[length:])
+						t.Fatalf("%d ranks, spin %v, lap %d, %v: rank %d's tail was written: %v", n, spin, lap, k, r, got[length:])
 					}
 				}
 			}

@@ -479,7 +479,7 @@ func (c *Comm) setAside(rank int, s uint64, send []byte) bool {
 	if e == nil {
 		return false
 	}
-	sh := &c.exchangeOf(e, true, false).shares[rank] // kept on reuse, as a small exchange's
+	sh := &c.exchangeOf(e, true).shares[rank] // kept on reuse, as a small exchange's
 	if len(send) <= asideEager {
 		sh.copy = append(sh.copy[:0], send...)
 		send = sh.copy
