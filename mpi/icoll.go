@@ -76,7 +76,9 @@ func (c *Comm) issue(op *collOp, err error) (*Request, error) {
 		*s = slices.Clone(*s) // the rank's memory for them serves its next call (blocksOf)
 	}
 	c.queue().Go(func() { nb.finish(c.collective(o.do(c), o.name)) })
-	return &Request{c: c, nbc: nb}, nil
+	r := c.request()
+	r.c, r.nbc = c, nb
+	return r, nil
 }
 
 // queued returns the calling rank's queue of collectives on c, nil if it never

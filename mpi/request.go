@@ -76,11 +76,47 @@ func (r *Request) name() string {
 }
 
 func newRequest(c *Comm, b []byte, peer, tag int, recv bool, mode p2p.Mode, persistent bool) *Request {
-	r := &Request{c: c, bufp: unsafe.SliceData(b), blen: len(b), peer: int32(peer), tag: int32(tag), recv: recv, mode: mode, persistent: persistent}
+	r := c.request()
+	r.c, r.bufp, r.blen, r.peer, r.tag, r.recv, r.mode, r.persistent = c, unsafe.SliceData(b), len(b), int32(peer), int32(tag), recv, mode, persistent
 	if persistent {
 		r.state = inactive
 	}
 	return r
+}
+
+// reqSlab is memory for a rank's requests on a communicator, handed out one at a
+// time and never again: a stream of nonblocking calls allocates once every slab
+// instead of once a request. Slabs double in size up to slabMax, so that a rank
+// that makes a request or two holds a small one; the collector keeps a slab while
+// any of its requests is reachable.
+type reqSlab struct {
+	next atomic.Int32 // requests handed out (may pass len(reqs): the slab is then used up)
+	reqs []Request
+}
+
+const (
+	slabMin = 4
+	slabMax = 63 // 6,048 bytes: with the header Go puts before it, a slab fills its 6 KiB size class
+)
+
+// request returns a zeroed Request from the rank's slab, making a new slab when it
+// is used up.
+func (c *Comm) request() *Request {
+	for {
+		s := c.slab.Load()
+		size := slabMin
+		if s != nil {
+			if i := int(s.next.Add(1)) - 1; i < len(s.reqs) {
+				return &s.reqs[i]
+			}
+			size = min(2*len(s.reqs), slabMax)
+		}
+		fresh := &reqSlab{reqs: make([]Request, size)}
+		fresh.next.Store(1)
+		if c.slab.CompareAndSwap(s, fresh) {
+			return &fresh.reqs[0]
+		}
+	}
 }
 
 // start begins the operation: without an engine request if it completes as it
