@@ -43,10 +43,10 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 
 // exchange runs a blocking collective of the engine's Exchange straight on it (see
 // direct), with the rank's Part p, or returns err, its buffers' error. Gather,
-// Scatter, Allgather and Alltoall go this way, as Scan does: their communicator (and
-// root) checked once, in direct, and no collOp (a 4-rank Gather and Allgather of
-// one float64 each, one processor: 10,934 -> 10,544 instructions; a Scatter 2,309 ->
-// 2,030).
+// Scatter, Allgather, Alltoall and their v-forms go this way, as Scan does: their
+// communicator (and root) checked once, in direct, and no collOp (a 4-rank Gather
+// and Allgather of one float64 each, one processor: 10,934 -> 10,544 instructions;
+// a Scatter 2,309 -> 2,030).
 func (c *Comm) exchange(l *coll.Comm, k coll.Kind, name string, el, root int, p *coll.Part, err error) error {
 	if err != nil {
 		return err
@@ -376,25 +376,35 @@ func overlapError(c *Comm, name string) error {
 // share an element (ErrBuffer); the elements of recv outside the blocks are left
 // alone. In place: a nil send at the root, whose own block already lies in recv.
 func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
+	if l := c.directAt(root); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindGatherv, "Gatherv", sizeOf[T](), root, &p, gathervPart(&p, c, "Gatherv", send, recv, counts, displs, root))
+	}
 	var o collOp
 	return c.run(&o, gathervOp(&o, c, "Gatherv", send, recv, counts, displs, root))
 }
 
 func gathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int, root int) error {
-	el := sizeOf[T]()
-	o.k, o.name, o.el, o.root, o.p.Send = coll.KindGatherv, name, el, root, bytesOf(send)
+	o.k, o.name, o.el, o.root = coll.KindGatherv, name, sizeOf[T](), root
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
+	return gathervPart(&o.p, c, name, send, recv, counts, displs, root)
+}
+
+// gathervPart checks a Gatherv's buffers and blocks, on a checked c and root, into
+// the rank's p.
+func gathervPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, counts, displs []int, root int) error {
+	p.Send = bytesOf(send)
 	if c.rank == root {
-		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true, 0)
+		bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, sizeOf[T](), true, 0)
 		if err != nil {
 			return err
 		}
-		o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(recv), bc, bd
+		p.Recv, p.RecvCounts, p.RecvDispls = bytesOf(recv), bc, bd
 		if send == nil {
-			o.p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
-		} else if overlaps(o.p.Send, o.p.Recv) {
+			p.Send = bytesOf(recv[displs[root] : displs[root]+counts[root]])
+		} else if overlaps(p.Send, p.Recv) {
 			return overlapError(c, name)
 		}
 	}
@@ -409,28 +419,38 @@ func gathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, 
 // inside send; the blocks may overlap, since they are only read. In place: a nil recv
 // at the root, whose block stays in send.
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
+	if l := c.directAt(root); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindScatterv, "Scatterv", sizeOf[T](), root, &p, scattervPart(&p, c, "Scatterv", send, counts, displs, recv, root))
+	}
 	var o collOp
 	return c.run(&o, scattervOp(&o, c, "Scatterv", send, counts, displs, recv, root))
 }
 
 func scattervOp[T Elem](o *collOp, c *Comm, name string, send []T, counts, displs []int, recv []T, root int) error {
-	el := sizeOf[T]()
-	o.k, o.name, o.el, o.root, o.p.Recv = coll.KindScatterv, name, el, root, bytesOf(recv)
+	o.k, o.name, o.el, o.root = coll.KindScatterv, name, sizeOf[T](), root
 	if err := c.checkRoot(name, root); err != nil {
 		return err
 	}
+	return scattervPart(&o.p, c, name, send, counts, displs, recv, root)
+}
+
+// scattervPart checks a Scatterv's buffers and blocks, on a checked c and root, into
+// the rank's p.
+func scattervPart[T Elem](p *coll.Part, c *Comm, name string, send []T, counts, displs []int, recv []T, root int) error {
+	p.Recv = bytesOf(recv)
 	if c.rank == root {
-		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, el, false, 0)
+		bc, bd, err := blocksOf(c, name, "send", len(send), counts, displs, sizeOf[T](), false, 0)
 		if err != nil {
 			return err
 		}
-		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), bc, bd
+		p.Send, p.SendCounts, p.SendDispls = bytesOf(send), bc, bd
 		switch {
 		case recv == nil:
-			o.p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
+			p.Recv = bytesOf(send[displs[root] : displs[root]+counts[root]])
 		case len(recv) < counts[root]:
 			return errs.New(errs.Count, name, c.rank, "the receive buffer holds %d elements, fewer than the %d of the root's block %d", len(recv), counts[root], root)
-		case overlaps(o.p.Send, o.p.Recv):
+		case overlaps(p.Send, p.Recv):
 			return overlapError(c, name)
 		}
 	}
@@ -444,24 +464,33 @@ func scattervOp[T Elem](o *collOp, c *Comm, name string, send []T, counts, displ
 // ErrTruncate or ErrCount, on every rank). In place: a nil send, the rank's own block
 // already lying in recv.
 func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
+	if l := c.direct(); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindAllgatherv, "Allgatherv", sizeOf[T](), 0, &p, allgathervPart(&p, c, "Allgatherv", send, recv, counts, displs))
+	}
 	var o collOp
 	return c.run(&o, allgathervOp(&o, c, "Allgatherv", send, recv, counts, displs))
 }
 
 func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, counts, displs []int) error {
-	el := sizeOf[T]()
-	o.k, o.name, o.el = coll.KindAllgatherv, name, el
+	o.k, o.name, o.el = coll.KindAllgatherv, name, sizeOf[T]()
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
-	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, el, true, 0)
+	return allgathervPart(&o.p, c, name, send, recv, counts, displs)
+}
+
+// allgathervPart checks an Allgatherv's buffers and blocks, on a checked c, into the
+// rank's p.
+func allgathervPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, counts, displs []int) error {
+	bc, bd, err := blocksOf(c, name, "receive", len(recv), counts, displs, sizeOf[T](), true, 0)
 	if err != nil {
 		return err
 	}
-	o.p.Send, o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(send), bytesOf(recv), bc, bd
+	p.Send, p.Recv, p.RecvCounts, p.RecvDispls = bytesOf(send), bytesOf(recv), bc, bd
 	if send == nil {
-		o.p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
-	} else if overlaps(o.p.Send, o.p.Recv) {
+		p.Send = bytesOf(recv[displs[c.rank] : displs[c.rank]+counts[c.rank]])
+	} else if overlaps(p.Send, p.Recv) {
 		return overlapError(c, name)
 	}
 	return nil
@@ -477,31 +506,41 @@ func allgathervOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, count
 // alone. In place: a nil send; sendCounts and sendDispls are then ignored, and recv
 // holds the blocks to send where they are to be received (recvCounts, recvDispls).
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
+	if l := c.direct(); l != nil {
+		var p coll.Part
+		return c.exchange(l, coll.KindAlltoallv, "Alltoallv", sizeOf[T](), 0, &p, alltoallvPart(&p, c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
+	}
 	var o collOp
 	return c.run(&o, alltoallvOp(&o, c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls))
 }
 
 func alltoallvOp[T Elem](o *collOp, c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
-	el := sizeOf[T]()
-	o.k, o.name, o.el = coll.KindAlltoallv, name, el
+	o.k, o.name, o.el = coll.KindAlltoallv, name, sizeOf[T]()
 	if err := c.checkColl(name); err != nil {
 		return err
 	}
+	return alltoallvPart(&o.p, c, name, send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
+}
+
+// alltoallvPart checks an Alltoallv's buffers and blocks, on a checked c, into the
+// rank's p.
+func alltoallvPart[T Elem](p *coll.Part, c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
+	el := sizeOf[T]()
 	rc, rd, err := blocksOf(c, name, "receive", len(recv), recvCounts, recvDispls, el, true, 0)
 	if err != nil {
 		return err
 	}
-	o.p.Recv, o.p.RecvCounts, o.p.RecvDispls = bytesOf(recv), rc, rd
+	p.Recv, p.RecvCounts, p.RecvDispls = bytesOf(recv), rc, rd
 	if send == nil {
-		o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
+		p.Send, p.SendCounts, p.SendDispls = bytesOf(slices.Clone(recv)), rc, rd
 		return nil
 	}
 	sc, sd, err := blocksOf(c, name, "send", len(send), sendCounts, sendDispls, el, false, 1)
 	if err != nil {
 		return err
 	}
-	o.p.Send, o.p.SendCounts, o.p.SendDispls = bytesOf(send), sc, sd
-	if overlaps(o.p.Send, o.p.Recv) {
+	p.Send, p.SendCounts, p.SendDispls = bytesOf(send), sc, sd
+	if overlaps(p.Send, p.Recv) {
 		return overlapError(c, name)
 	}
 	return nil
