@@ -72,7 +72,7 @@ type exchange struct {
 	shares   []share
 	finished atomic.Int64 // ranks done with their share
 	small    bool         // each rank publishes a copy of its send buffer
-	column   atomic.Int64 // a large Scan or Exscan: the next column of pieces to claim (see scanColumns)
+	column   atomic.Int64 // a Scan or Exscan that is not small: the next column to claim (see scanColumns)
 }
 
 // share is one rank's part in an exchange and, in a small one, its copy of its send
