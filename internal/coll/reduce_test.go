@@ -696,3 +696,59 @@ func TestScanColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestReduceEagerAll: a Reduce whose ranks' contributions fit reduceEagerAll in all
+// lets every rank but the root return before the root comes, having left a copy (it
+// clears its buffer once back), and the root folds the copies in rank order, lap
+// after lap of the ring, the root moving each time.
+func TestReduceEagerAll(t *testing.T) {
+	for _, n := range []int{2, 4, 16} {
+		w := reduceEagerAll / n
+		contribution := func(lap, r int) []byte {
+			b := make([]byte, w)
+			for i := 0; i < w; i += 4 {
+				copy(b[i:], []byte{byte(r + 1 + (lap+i/4)%5), 1, 1, byte(i / 4 % 2)})
+			}
+			return b
+		}
+		c := New(NewJob(), n, 0)
+		for lap := range ringSize + 3 {
+			root := lap % n
+			fails := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				if r != root {
+					wg.Go(func() {
+						send := contribution(lap, r)
+						fails[r] = c.Reduce(r, send, nil, 4, matmul, root)
+						clear(send)
+					})
+				}
+			}
+			left := make(chan struct{})
+			go func() { wg.Wait(); close(left) }()
+			early := true
+			select {
+			case <-left:
+			case <-time.After(10 * time.Second):
+				early = false
+			}
+			recv := make([]byte, w)
+			fails[root] = c.Reduce(root, contribution(lap, root), recv, 4, matmul, root)
+			<-left
+			if !early {
+				t.Fatalf("%d ranks of %d bytes, lap %d: the other ranks waited for the root", n, w, lap)
+			}
+			if err := errors.Join(fails...); err != nil {
+				t.Fatalf("%d ranks, lap %d: %v", n, lap, err)
+			}
+			want := contribution(lap, n-1)
+			for r := n - 2; r >= 0; r-- {
+				matmul(contribution(lap, r), want)
+			}
+			if !bytes.Equal(recv, want) {
+				t.Fatalf("%d ranks, lap %d, root %d: the result differs from the fold in rank order", n, lap, root)
+			}
+		}
+	}
+}
