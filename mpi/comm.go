@@ -29,7 +29,7 @@ type Comm struct {
 	freed  atomic.Bool
 	made   uint64 // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
 	blocks []int  // the byte counts and displacements of the rank's v-collective in progress (see blocksOf)
-	slab   atomic.Pointer[reqSlab]
+	slab   atomic.Pointer[reqSlab] // where the rank's requests on c come from (see request)
 }
 
 // commCore is what all the ranks of a communicator share.

@@ -49,9 +49,8 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return 
 // at least as long as send there, and is ignored elsewhere. Send buffers are only
 // read. Every rank returns once its send buffer is no longer needed (up to
 // reduceEager bytes, or reduceEagerAll in all, every rank but the root at once,
-// having copied it); every rank
-// whose length differs from the root's, and every other rank still in the call,
-// gets an ErrCount error.
+// having copied it); every rank whose length differs from the root's, and every
+// other rank still in the call, gets an ErrCount error.
 func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte), root int) error {
 	if rank != root {
 		recv = nil
@@ -225,8 +224,8 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 // reduceSmall is the part of a rank in a Reduce of up to reduceEager bytes (or
 // reduceEagerAll in all). Every rank but the root copies its contribution into the
 // episode, arrives and returns; the root waits until all have arrived and folds the
-// copies into its recv, from the last rank down, itself included. No rank touches another's buffers, so
-// nobody waits for anybody to leave.
+// copies into its recv, from the last rank down, itself included. No rank touches
+// another's buffers, so nobody waits for anybody to leave.
 func (c *Comm) reduceSmall(e *episode, rank, root int, send, recv []byte) error {
 	if rank != root {
 		c.leaveSlab(e, rank, send)
