@@ -27,8 +27,8 @@ type Comm struct {
 	core   *commCore
 	rank   int
 	freed  atomic.Bool
-	made   uint64 // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
-	blocks []int  // the byte counts and displacements of the rank's v-collective in progress (see blocksOf)
+	made   uint64                  // calls making communicators (Dup, Split, ...) by this rank on this communicator; under core.mu
+	blocks []int                   // the byte counts and displacements of the rank's v-collective in progress (see blocksOf)
 	slab   atomic.Pointer[reqSlab] // where the rank's requests on c come from (see request)
 }
 
