@@ -118,6 +118,8 @@ type Comm struct {
 	spin     time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
 	groups   int           // Barrier: how many groups the ranks arrive in (0: one counter)
 	leadSpin time.Duration // Barrier: how long a group's leader polls before it parks
+	chainMin int           // Barrier: the fewest ranks of a group that wakes in a chain
+	bells    []bell        // Barrier in chains: each rank's doorbell, made when it first parks there
 	stride   int           // Gatherv: the length of each rank's piece of the slot (gathervStride)
 	job      *Job
 	ranks    []rankState
@@ -238,6 +240,9 @@ func New(j *Job, n int, spin time.Duration) *Comm {
 	}
 	if n > flatMax && procs > 1 {
 		c.groups, c.leadSpin = min(procs, n/groupMin), spin
+	}
+	if n > flatMax {
+		c.chainMin, c.bells = chainMin, make([]bell, n)
 	}
 	j.add(c)
 	return c
@@ -647,7 +652,7 @@ func (e *episode) fail(err *errs.Error) {
 	e.start.release()
 	e.done.release()
 	for i := range e.groups {
-		e.groups[i].gate.release()
+		e.groups[i].open(true)
 	}
 }
 
@@ -751,15 +756,21 @@ func (c *Comm) parkOn(g *gate) bool {
 // to arrive opens the episode's done gate, and the others, having yielded once
 // (see wait), mostly find it open. More ranks on several processors arrive in
 // groups of consecutive ranks, one group per processor: a rank that is not the last
-// of its group parks on the group's gate at once; the last (the group's leader)
-// counts its group in, then polls for the others' leaders within the spin budget,
-// and opens its group's gate. Whoever wakes a group queues its ranks on the
-// processor it runs on, so the groups run on their leaders' processors side by side,
-// each opened by a leader who was already running there, instead of every rank being
-// woken from one processor while the others sleep, or every rank's yield going
-// through the run queue that all processors share (256 ranks on 2 processors:
-// 26-28 µs against 41-44 for one counter, with or without the yield, and 45 for a
-// combining tree of 16-way nodes).
+// of its group parks at once; the last (the group's leader) counts its group in,
+// then polls for the others' leaders within the spin budget, and opens its group's
+// gate. Whoever wakes a group queues its ranks on the processor it runs on, so the
+// groups run on their leaders' processors side by side, each opened by a leader who
+// was already running there, instead of every rank being woken from one processor
+// while the others sleep, or every rank's yield going through the run queue that
+// all processors share (256 ranks on 2 processors: 26-28 µs against 41-44 for one
+// counter, with or without the yield, and 45 for a combining tree of 16-way nodes).
+//
+// A group of chainMin ranks or more wakes in a chain instead: the leader wakes the
+// group's first rank, and each rank woken wakes the next before it leaves. Woken
+// all at once, thousands of ranks overflow the processor's run queue, and each
+// rank's descriptor, touched by its wake-up, has left the cache by the time the rank
+// runs; in a chain a rank runs right after its wake-up. Smaller groups keep the
+// gate, whose woken ranks idle processors can take over (see chainMin).
 func (c *Comm) Barrier(rank int) error {
 	if c.n == 1 {
 		return nil
@@ -795,12 +806,48 @@ const (
 	groupMin = 16 // the fewest ranks in a group of a Barrier
 )
 
-// node is one group of a Barrier's ranks.
+// chainMin is the fewest ranks of a Barrier's group that wakes in a chain. 2 processors,
+// `weft bench-worker coll -op barrier`, 3 rounds each, ms, a gate against a chain:
+// 8,192 ranks 3.6-4.5 against 3.2-3.5, 16,384 11.3-13.2 against 6.9-7.5, 32,768
+// 26.6-26.8 against 14.7-17.4; but 1,024 ranks 0.20-0.21 against 0.28-0.32 and 256
+// 0.033-0.039 against 0.050-0.070, where a chain, which leaves one rank at a time
+// on the run queue, keeps an idle processor from taking half of the woken ranks.
+const chainMin = 4096
+
+// node is one group of a Barrier's ranks: ranks lo to hi-1 of the communicator.
 type node struct {
-	arrived  atomic.Int32
-	children int32 // ranks in the group
-	gate     gate
-	_        [64 - 24]byte
+	arrived atomic.Int32
+	lo, hi  int32
+	leader  atomic.Int32 // the last of the group to arrive, which opens it: stored before the gate opens
+	gate    gate
+	bells   []bell // a chain's doorbells: the communicator's bells[lo:hi]; nil for a group that keeps its gate
+	_       [64 - 56]byte
+}
+
+// bell is a rank's doorbell in a Barrier's chain, made by the rank the first time it
+// parks there. A ring may be stale (left by a fault's rings, or by a wake-up of a
+// rank that had not parked yet), so every wait checks its group again when it wakes.
+type bell struct{ ch atomic.Pointer[chan struct{}] }
+
+// ring wakes the bell's rank if it is parked, or makes its next park return at once.
+func (b *bell) ring() {
+	if ch := b.ch.Load(); ch != nil {
+		select {
+		case *ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// open opens g's gate. With all set, as a fault does, it also rings every rank of a
+// chain: ranks that never arrive (a rank that failed) would break it.
+func (g *node) open(all bool) {
+	g.gate.release()
+	if all {
+		for i := range g.bells {
+			g.bells[i].ring()
+		}
+	}
 }
 
 // arrange returns the groups of a new Barrier episode, in the memory of groups if it
@@ -812,18 +859,28 @@ func (c *Comm) arrange(groups []node) []node {
 	groups = groups[:c.groups]
 	first := func(g int) int { return (g*c.n + c.groups - 1) / c.groups } // its least rank r: r*groups/n = g
 	for g := range groups {
-		groups[g] = node{children: int32(first(g+1) - first(g))}
+		lo, hi := first(g), first(g+1)
+		groups[g] = node{lo: int32(lo), hi: int32(hi)}
+		if hi-lo >= c.chainMin {
+			groups[g].bells = c.bells[lo:hi]
+		}
+		groups[g].leader.Store(-1)
 	}
 	return groups
 }
 
-// lead takes rank through a Barrier in groups: it parks on its group's gate, or,
-// last of its group, waits for every group and opens its own. It returns false if
-// the job ended.
+// lead takes rank through a Barrier in groups: it parks until its group opens, or,
+// last of its group, waits for every group and opens its own. In a chain it then
+// wakes the next rank. It returns false if the job ended.
 func (c *Comm) lead(e *episode, rank int) bool {
 	g := &e.groups[rank*c.groups/c.n]
-	if g.arrived.Add(1) < g.children {
-		return c.await(&g.gate, false)
+	if g.arrived.Add(1) < g.hi-g.lo {
+		if g.bells == nil {
+			return c.await(&g.gate, false)
+		}
+		ok := c.follow(g, rank)
+		g.wakeAfter(int32(rank))
+		return ok
 	}
 	ok := true
 	if e.arrived.Add(1) == int64(c.groups) {
@@ -831,8 +888,48 @@ func (c *Comm) lead(e *episode, rank int) bool {
 	} else if !spin.Until(c.leadSpin, e.done.isOpen) {
 		ok = c.await(&e.done, false)
 	}
-	g.gate.release()
+	g.leader.Store(int32(rank))
+	g.open(false)
+	if g.bells != nil {
+		g.wakeAfter(g.lo - 1)
+	}
 	return ok
+}
+
+// follow parks rank, one of chained group g's, until g opens. It returns false if
+// the job ended first. The rank stores its bell before it looks at the gate, and
+// the ranks that ring it look at the bell after the gate opened: one of the two
+// sees the other.
+func (c *Comm) follow(g *node, rank int) bool {
+	if g.gate.isOpen() {
+		return true
+	}
+	b := &c.bells[rank]
+	ch := b.ch.Load()
+	if ch == nil {
+		fresh := make(chan struct{}, 1)
+		b.ch.Store(&fresh)
+		ch = &fresh
+	}
+	for !g.gate.isOpen() {
+		if c.job.aborted.Load() {
+			return false
+		}
+		<-*ch
+	}
+	return true
+}
+
+// wakeAfter rings the rank of chained group g that follows rank: the leader, which
+// wakes the first, is not rung.
+func (g *node) wakeAfter(rank int32) {
+	next := rank + 1
+	if next == g.leader.Load() {
+		next++
+	}
+	if next < g.hi {
+		g.bells[next-g.lo].ring()
+	}
 }
 
 // bcastEager is the largest Bcast whose root copies its buffer into the episode

@@ -44,7 +44,7 @@ func barrierAll(c *Comm, n int, before func() bool) []error {
 // 200 ms) park after a bounded number of yields instead of keeping the processors
 // busy: the process uses a small fraction of the processor time it had.
 func TestBarrierLongWaitCPU(t *testing.T) {
-	for _, n := range []int{16, 256, 257} { // one counter; as the processors here say; in groups
+	for _, n := range []int{16, 256, 257, 259} { // one counter; as the processors here say; in groups; in chains
 		_, c := barrierComm(n)
 		const compute = 200 * time.Millisecond
 		start, cpu0 := time.Now(), cpuTime(t)
@@ -64,7 +64,7 @@ func TestBarrierLongWaitCPU(t *testing.T) {
 // TestBarrierAbort: Job.Abort releases every rank waiting in a barrier, yielding or
 // parked, with ErrAborted, whether the aborting rank then joins it or never does.
 func TestBarrierAbort(t *testing.T) {
-	for _, n := range []int{4, 16, 256, 257, 258} {
+	for _, n := range []int{4, 16, 256, 257, 258, 259, 260} {
 		for _, joins := range []bool{true, false} {
 			j, c := barrierComm(n)
 			abort := func() bool { time.Sleep(20 * time.Millisecond); j.Abort(); return joins }
@@ -112,24 +112,33 @@ func TestRunAheadAbort(t *testing.T) {
 
 // barrierComm returns a job and the collective state of n ranks polling for 20 µs,
 // whose Barrier is as the processors here make it, but for 257 ranks (3 groups whose
-// leaders poll, then park) and 258 (2 groups whose leaders park at once).
+// leaders poll, then park) and 258 (2 groups whose leaders park at once), and 259
+// and 260 alike in chains.
 func barrierComm(n int) (*Job, *Comm) {
 	switch n {
 	case 257:
-		return grouped(n, 3, 20*time.Microsecond)
+		return grouped(n, 3, 20*time.Microsecond, false)
 	case 258:
-		return grouped(n, 2, 0)
+		return grouped(n, 2, 0, false)
+	case 259:
+		return grouped(n, 3, 20*time.Microsecond, true)
+	case 260:
+		return grouped(n, 2, 0, true)
 	}
 	j := NewJob()
 	return j, New(j, n, 20*time.Microsecond)
 }
 
 // grouped returns a job and the collective state of n ranks whose Barrier arrives in
-// groups whose leaders poll for lead, whatever the number of processors here.
-func grouped(n, groups int, lead time.Duration) (*Job, *Comm) {
+// groups whose leaders poll for lead, whatever the number of processors here, and
+// which wake in chains if chained.
+func grouped(n, groups int, lead time.Duration, chained bool) (*Job, *Comm) {
 	j := NewJob()
 	c := New(j, n, lead)
 	c.groups, c.leadSpin = groups, lead
+	if chained {
+		c.chainMin = 1
+	}
 	return j, c
 }
 
@@ -144,10 +153,12 @@ func TestBarrierGroups(t *testing.T) {
 		{65, 1, 0}, {65, 2, 20 * time.Microsecond}, {67, 3, 0}, {300, 7, 20 * time.Microsecond},
 		{300, 2, 0}, {256, 16, 20 * time.Microsecond},
 	} {
-		t.Run(fmt.Sprintf("ranks=%d/groups=%d/lead=%v", tc.n, tc.groups, tc.lead), func(t *testing.T) {
-			j, c := grouped(tc.n, tc.groups, tc.lead)
-			barrierRounds(t, j, c, nil)
-		})
+		for _, chained := range []bool{false, true} {
+			t.Run(fmt.Sprintf("ranks=%d/groups=%d/lead=%v/chained=%v", tc.n, tc.groups, tc.lead, chained), func(t *testing.T) {
+				j, c := grouped(tc.n, tc.groups, tc.lead, chained)
+				barrierRounds(t, j, c, nil)
+			})
+		}
 	}
 }
 
