@@ -24,8 +24,8 @@ func cpuTime(t *testing.T) time.Duration {
 
 // barrierAll runs Barrier on n goroutine ranks; rank 0 first calls before, and
 // joins only if it returns true. It returns every rank's error (nil for a rank 0
-// that did not join).
-func barrierAll(c *Comm, n int, before func() bool) []error {
+// that did not join), and fails t if they have not all returned within 30 s.
+func barrierAll(t *testing.T, c *Comm, n int, before func() bool) []error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
@@ -36,7 +36,7 @@ func barrierAll(c *Comm, n int, before func() bool) []error {
 			errs[r] = c.Barrier(r)
 		})
 	}
-	wg.Wait()
+	awaitRanks(t, &wg, 30*time.Second, "the barrier")
 	return errs
 }
 
@@ -48,7 +48,7 @@ func TestBarrierLongWaitCPU(t *testing.T) {
 		_, c := barrierComm(n)
 		const compute = 200 * time.Millisecond
 		start, cpu0 := time.Now(), cpuTime(t)
-		for _, err := range barrierAll(c, n, func() bool { time.Sleep(compute); return true }) {
+		for _, err := range barrierAll(t, c, n, func() bool { time.Sleep(compute); return true }) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestBarrierAbort(t *testing.T) {
 		for _, joins := range []bool{true, false} {
 			j, c := barrierComm(n)
 			abort := func() bool { time.Sleep(20 * time.Millisecond); j.Abort(); return joins }
-			for r, err := range barrierAll(c, n, abort) {
+			for r, err := range barrierAll(t, c, n, abort) {
 				if (r != 0 || joins) && !errors.Is(err, ErrAborted) {
 					t.Fatalf("%d ranks, rank 0 joins %v: rank %d returned %v, want ErrAborted", n, joins, r, err)
 				}
