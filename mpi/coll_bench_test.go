@@ -42,7 +42,7 @@ func collBench(b *testing.B, n int, step func(c *mpi.Comm) error) {
 }
 
 func BenchmarkBarrier(b *testing.B) {
-	for _, n := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 4096, 65536} {
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 4096, 16384, 65536} { // 16,384 and 65,536 on 2 processors: groups that wake in chains (internal/coll, chainMin)
 		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
 			collBench(b, n, func(c *mpi.Comm) error { return c.Barrier() })
 		})
