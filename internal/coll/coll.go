@@ -241,8 +241,9 @@ func New(j *Job, n int, spin time.Duration) *Comm {
 	if n > flatMax && procs > 1 {
 		c.groups, c.leadSpin = min(procs, n/groupMin), spin
 	}
+	c.chainMin = chainMin
 	if n > flatMax {
-		c.chainMin, c.bells = chainMin, make([]bell, n)
+		c.bells = make([]bell, n)
 	}
 	j.add(c)
 	return c
@@ -652,7 +653,7 @@ func (e *episode) fail(err *errs.Error) {
 	e.start.release()
 	e.done.release()
 	for i := range e.groups {
-		e.groups[i].open(true)
+		e.groups[i].abandon()
 	}
 }
 
@@ -839,14 +840,12 @@ func (b *bell) ring() {
 	}
 }
 
-// open opens g's gate. With all set, as a fault does, it also rings every rank of a
-// chain: ranks that never arrive (a rank that failed) would break it.
-func (g *node) open(all bool) {
+// abandon opens g's gate for a fault, and rings every rank of a chain: ranks that
+// never arrive (a rank that failed) would break it.
+func (g *node) abandon() {
 	g.gate.release()
-	if all {
-		for i := range g.bells {
-			g.bells[i].ring()
-		}
+	for i := range g.bells {
+		g.bells[i].ring()
 	}
 }
 
@@ -889,7 +888,7 @@ func (c *Comm) lead(e *episode, rank int) bool {
 		ok = c.await(&e.done, false)
 	}
 	g.leader.Store(int32(rank))
-	g.open(false)
+	g.gate.release()
 	if g.bells != nil {
 		g.wakeAfter(g.lo - 1)
 	}
