@@ -223,3 +223,30 @@ func TestMergeSeesEarlierLanes(t *testing.T) {
 		got.Add(1)
 	}
 }
+
+// BenchmarkAnyTagStream: two ranks stream 8-byte blocking sends of eight tags in
+// turn to a rank that receives them with AnySource and AnyTag, each receive a
+// merge of the lanes.
+func BenchmarkAnyTagStream(b *testing.B) {
+	const senders = 2
+	wd := NewWorld(senders+1, Config{EagerLimit: 64, PoolCap: 1 << 20, Spin: 20 * time.Microsecond})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	n := max(b.N/senders, 1)
+	wg := sendFrom(senders, 1, func(s, _ int) {
+		buf := make([]byte, 8)
+		for i := range n {
+			if err := c.Send(s, buf, 0, cycleTag(i), Standard); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	buf := make([]byte, 8)
+	b.ResetTimer()
+	for range senders * n {
+		if _, err := receive(c, 0, buf, AnySource, AnyTag); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
