@@ -50,17 +50,16 @@ import (
 // head stamped before it is as safe, but the clock's line then moved from the
 // senders to the receiver and back at every message: BenchmarkAnyTagStream took
 // 83 ns a message against 66 with one look, and takes 70 with two, medians of
-// 10). What a
-// sender pushes into the inbox carries the clock as its stamp (Request.seq): a
-// drain takes the ring's published slots, then the inbox, and before it matches
-// an inbox message it merges every slot stamped before it. A direct send,
-// which queues itself after a drain, first merges every slot stamped so far
-// (takeBox up to the clock). A receive of one tag can only match messages of its
-// lane: while no posted receive has a wildcard, lanes are taken one at a time,
-// each in its own order, into the receives that match their heads, and anything
-// that must leave a lane for the unexpected queue leaves it through a merge. So
-// the unexpected queue keeps every sender's order for the wildcards to come, and
-// a sender's messages are matched in the order sent.
+// 10). What a sender pushes into the inbox carries the clock as its stamp
+// (Request.seq): a drain takes the ring's published slots, then the inbox, and
+// before it matches an inbox message it merges every slot stamped before it. A
+// direct send, which queues itself after a drain, first merges every slot stamped
+// so far (takeBox up to the clock). A receive of one tag can only match messages
+// of its lane: while no posted receive has a wildcard, lanes are taken one at a
+// time, each in its own order, into the receives that match their heads, and
+// anything that must leave a lane for the unexpected queue leaves it through a
+// merge. So the unexpected queue keeps every sender's order for the wildcards to
+// come, and a sender's messages are matched in the order sent.
 
 // A message takes one slot (a line) when it fits the slotData bytes left of the
 // line after its envelope, and the slots after it (slotMore bytes each: all but
