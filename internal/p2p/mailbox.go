@@ -45,7 +45,7 @@ import (
 // a row find it the earliest. m1 was published before m2 took its stamp, hence
 // before the first look saw m2, so the second sees m1, or what is ahead of it in
 // its lane, stamped lower than m2 (TestMergeSeesEarlierLanes; with one look,
-// about one AnyTag receive in 600 of TestAnyTagKeepsSenderOrder took a sender's
+// about one run in 600 of TestAnyTagKeepsSenderOrder received a sender's
 // messages out of order. Reading the clock before the heads and taking only a
 // head stamped before it is as safe, but the clock's line then moved from the
 // senders to the receiver and back at every message: BenchmarkAnyTagStream took
