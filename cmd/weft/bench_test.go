@@ -79,12 +79,16 @@ func TestParseBenchFlagsAnywhere(t *testing.T) {
 func TestBenchRunsASuite(t *testing.T) {
 	t.Setenv(cliEnv, "1") // the workers this starts run the CLI
 	dir := t.TempDir()
+	// Under -race the workers are race builds too: their reports go to files, since
+	// a failed run's report keeps only the tail of its standard error.
+	races := filepath.Join(dir, "race")
+	t.Setenv("GORACE", "log_path="+races)
 	out := filepath.Join(dir, "results")
 	doc := filepath.Join(dir, "benchmarks.md")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"bench", "eager", "--quick", "--peers", "none", "--out", out, "--doc", doc}, &stdout, &stderr)
 	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s%s", code, stdout.String(), stderr.String(), raceReports(races))
 	}
 	for _, f := range []string{"eager.json", "eager.md", "eager-latency.svg", "eager-bandwidth.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
@@ -100,4 +104,16 @@ func TestBenchRunsASuite(t *testing.T) {
 	if !strings.Contains(stderr.String(), "eager r1") {
 		t.Errorf("no progress on stderr:\n%s", stderr.String())
 	}
+}
+
+// raceReports returns the race detector's reports that the workers wrote to files
+// named prefix.PID, if any.
+func raceReports(prefix string) string {
+	files, _ := filepath.Glob(prefix + ".*")
+	var b strings.Builder
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		b.WriteString("\nrace report " + filepath.Base(f) + ":\n" + string(data))
+	}
+	return b.String()
 }
