@@ -31,11 +31,25 @@ import (
 // left waiting by a proc that made another call: it finds the other signature
 // there (or in the Bcast root's entry, when one of the Bcast's other procs found
 // the root's data there and did not post). The segment holds the entries of
-// hostSlots calls; a leader writes its entry of call s once every proc is done
-// with call s-hostSlots, which also bounds how far a Bcast's root runs ahead.
+// hostSlots(procs) calls; a leader writes its entry of call s once every proc is
+// done with call s-hostSlots, which also bounds how far a Bcast's root runs ahead.
+
+// hostSlots is how many calls' entries the segment of procs procs holds: 64, or
+// more while the entries fit 1 MiB, up to 256. On a host with more procs than
+// CPUs a Bcast's root posts until it is that far ahead, then waits until its
+// procs are half as far behind, and its procs take turns on the CPUs between:
+// the further it runs, the fewer turns a call costs (1x4 Bcast of 8 bytes,
+// same root, 11 rounds interleaved on 2026-12-01: median 0.36 µs with 256
+// slots against 0.48 with 64, Open MPI 0.55; 4x4 unchanged, 1.14 against 1.12).
+func hostSlots(procs int) int {
+	n := 64
+	for n < 256 && 2*n*procs*entryBytes <= 1<<20 {
+		n *= 2
+	}
+	return n
+}
 
 const (
-	hostSlots  = 64   // calls whose entries the segment holds
 	entryBytes = 1024 // one proc's entry of one call
 	entryHead  = 32   // its head: seq+1, signature, what it holds, length, fault class
 	// HostData is the largest part (bytes) that an entry carries; a larger one
@@ -71,13 +85,14 @@ const (
 
 // segmentBytes is the size of the segment of a communicator of procs procs.
 func segmentBytes(procs int) int {
-	return offDone + procs*lineBytes + hostSlots*procs*entryBytes + procs*lineBytes + (procs+2)*bigChunk(procs)
+	return offDone + procs*lineBytes + hostSlots(procs)*procs*entryBytes + procs*lineBytes + (procs+2)*bigChunk(procs)
 }
 
 // host is a communicator's segment as this proc's leader sees it.
 type host struct {
 	seg       *shmem.Segment
 	procs     int
+	slots     int  // hostSlots(procs)
 	me        int  // our proc's index
 	crowded   bool // more procs on the host than CPUs: yield the CPU between looks
 	bell      *atomic.Uint32
@@ -99,7 +114,7 @@ func (h *host) entries() int { return offDone + h.procs*lineBytes }
 
 // entry is proc p's entry of call seq.
 func (h *host) entry(seq uint64, p int) entry {
-	off := h.entries() + (int(seq%hostSlots)*h.procs+p)*entryBytes
+	off := h.entries() + (int(seq%uint64(h.slots))*h.procs+p)*entryBytes
 	return entry{h.seg.Mem[off : off+entryBytes : off+entryBytes]}
 }
 
@@ -183,13 +198,14 @@ func (h *host) ring() {
 // internal/transport/shm).
 func (o *call) post(what uint32, class uint32, data []byte) error {
 	h := o.c.host
-	if need := o.seq + 1; need > h.free+hostSlots {
+	slots := uint64(h.slots)
+	if need := o.seq + 1; need > h.free+slots {
 		err := o.waitFor(func() bool {
 			h.free = h.done(h.me).Load()
 			for p := range h.procs {
 				h.free = min(h.free, h.done(p).Load())
 			}
-			return need+hostSlots/2 <= h.free+hostSlots
+			return need+slots/2 <= h.free+slots
 		})
 		if err != nil {
 			return err
@@ -721,7 +737,7 @@ func (c *Comm) setUp() {
 		}
 		return
 	}
-	h := &host{seg: seg, procs: len(c.procs), me: c.me, crowded: c.net.crowded,
+	h := &host{seg: seg, procs: len(c.procs), slots: hostSlots(len(c.procs)), me: c.me, crowded: c.net.crowded,
 		bell: seg.Word32(offBell), sleepers: seg.Word32(offSleepers), chunk: bigChunk(len(c.procs)),
 		parts: make([][]byte, len(c.procs)), lens: make([]int, len(c.procs))}
 	runtime.AddCleanup(c, func(s *shmem.Segment) { s.Unmap() }, seg)

@@ -30,12 +30,26 @@ func hostComms(procOf []int, aborted chan struct{}) ([]*Net, []*Comm) {
 	return nets, comms
 }
 
+// TestHostSlots: a segment of few procs holds more calls, so that a Bcast's root
+// runs further ahead, as long as the entries fit 1 MiB; of many, 64 calls.
+func TestHostSlots(t *testing.T) {
+	for _, c := range []struct{ procs, slots int }{{2, 256}, {3, 256}, {4, 256}, {5, 128}, {8, 128}, {9, 64}, {16, 64}, {HostProcs, 64}} {
+		if got := hostSlots(c.procs); got != c.slots {
+			t.Errorf("hostSlots(%d) = %d, want %d", c.procs, got, c.slots)
+		}
+		if entries := hostSlots(c.procs) * c.procs * entryBytes; entries > 1<<20 && hostSlots(c.procs) > 64 {
+			t.Errorf("%d procs: %d bytes of entries", c.procs, entries)
+		}
+	}
+}
+
 // TestHostRunAheadBounded: in host mode a Bcast's root waits for nobody but the
 // entries' reuse, so it gets at most hostSlots calls ahead of a proc that makes
 // none, and that proc then gets every Bcast's data.
 func TestHostRunAheadBounded(t *testing.T) {
 	procOf := []int{0, 0, 1, 2, 2}
-	const calls = 5 * hostSlots
+	slots := hostSlots(3)
+	calls := 5 * slots
 	nets, comms := hostComms(procOf, make(chan struct{}))
 	var rootDone atomic.Int64
 	hold := make(chan struct{})
@@ -73,8 +87,8 @@ func TestHostRunAheadBounded(t *testing.T) {
 		})
 	}
 	time.Sleep(100 * time.Millisecond)
-	if got := rootDone.Load(); got < hostSlots-2 || got > hostSlots {
-		t.Errorf("the root ran %d Bcasts ahead of a proc that made none, want %d", got, hostSlots-1)
+	if got := rootDone.Load(); got < int64(slots)-2 || got > int64(slots) {
+		t.Errorf("the root ran %d Bcasts ahead of a proc that made none, want %d", got, slots-1)
 	}
 	close(hold)
 	wg.Wait()

@@ -23,7 +23,7 @@ import (
 func bigChunk(procs int) int { return min(max(1<<20/procs, 16<<10), 256<<10) &^ (lineBytes - 1) }
 
 // big is the offset of the lines that count the procs' steps, after the entries.
-func (h *host) big() int { return h.entries() + hostSlots*h.procs*entryBytes }
+func (h *host) big() int { return h.entries() + h.slots*h.procs*entryBytes }
 
 // steps is proc p's count of its large Allreduce steps; the word after it holds
 // the number (plus one) of the last call whose reduction function panicked there.
