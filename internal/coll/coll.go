@@ -133,6 +133,7 @@ type Comm struct {
 	// An allocation of their own, so that each starts a line (Go puts no header
 	// before an object without pointers).
 	claims *[ringSize]claim
+	wide   atomic.Pointer[[ringSize][wideBytes]byte] // see wideArea
 	_      [64]byte
 
 	stall stall // ranks waiting for a slot of the ring to come free

@@ -94,13 +94,13 @@ func TestReduceSmallLengths(t *testing.T) {
 	for _, first := range []int{bad, root} {
 		_, outcomes := reduceAll(c, n, root, first, func(r int) []byte {
 			if r == bad {
-				return make([]byte, 20) // too long for the slot: through an episode
+				return make([]byte, 260) // too long for the slot, and for its wide area: through an episode
 			}
 			return make([]byte, 8)
 		}, false)
 		var e *errs.Error
 		if err := outcomes[root]; !errors.As(err, &e) || e.Class != errs.Count || e.Peer != bad ||
-			!strings.Contains(e.Detail, "the root has 2 elements, rank 2 has 5") {
+			!strings.Contains(e.Detail, "the root has 2 elements, rank 2 has 65") {
 			t.Errorf("%d made the episode: the root returned %v, want ErrCount naming rank %d", first, err, bad)
 		}
 		got, again := reduceAll(c, n, root, -1, matrix, false)
@@ -330,7 +330,8 @@ func checkGather(t *testing.T, c *Comm, root int) {
 // makes the episode and waits for rank 0, rank 3 records itself as odd and waits,
 // rank 0 leaves, rank 2 comes (the episode's start still shut: rank 4 is missing),
 // then rank 4. Every rank but rank 0, which needs nobody, learns of rank 3. (The
-// pieces are long enough that the Scan goes through an episode, not the slot.)
+// pieces are long enough that the Scan goes through an episode, not the slot's
+// wide area: 5 of them take more than wideBytes.)
 func TestScanSmallOddPiece(t *testing.T) {
 	const n = 5
 	c := New(NewJob(), n, 0)
@@ -342,16 +343,17 @@ func TestScanSmallOddPiece(t *testing.T) {
 	outcomes := make([]error, n)
 	var wg sync.WaitGroup
 	seq := c.ranks[1].seq.Load()
-	wg.Go(func() { outcomes[1] = scan(1, 32) })
+	const w = 256 // 5 pieces of it overflow the slot's wide area, as do 5 of rank 0's
+	wg.Go(func() { outcomes[1] = scan(1, w) })
 	joinedBy(c, 1, seq)
 	e := c.ring[seq%ringSize].p.Load()
-	wg.Go(func() { outcomes[3] = scan(3, 64) })
+	wg.Go(func() { outcomes[3] = scan(3, 2*w) })
 	for e.odd.Load() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	outcomes[0] = scan(0, 24)
-	outcomes[2] = scan(2, 32)
-	outcomes[4] = scan(4, 32)
+	outcomes[0] = scan(0, w-40)
+	outcomes[2] = scan(2, w)
+	outcomes[4] = scan(4, w)
 	wg.Wait()
 	if outcomes[0] != nil {
 		t.Errorf("rank 0, which needs nobody, returned %v", outcomes[0])

@@ -539,7 +539,7 @@ func held(c *Comm, s uint64) bool {
 
 // TestSlotStaleWord: a Reduce's word left in a slot, every bit set, with its
 // pieces still there, whose episode number's low bits are those of a later
-// episode of the slot (as if 2^20 collectives had gone by without touching it), is
+// episode of the slot (as if 2^16 collectives had gone by without touching it), is
 // not taken for that episode's Reduce: the episode that uses the slot next,
 // through an episode of its own, clears it.
 func TestSlotStaleWord(t *testing.T) {
@@ -766,4 +766,111 @@ func blocksLanded(recv []byte, counts, displs []int, fill func(j int, b []byte))
 		}
 	}
 	return nil
+}
+
+// TestWideSlot: small collectives whose pieces are too long for the slot's lines go
+// through its wide area, up to wideBytes of pieces in all, on 2 and 4 ranks that
+// spin or not, lap after lap, and every result is right, every reduction in rank
+// order; with pieces a word longer they take an episode instead, and are right too.
+func TestWideSlot(t *testing.T) {
+	const calls = 3 * ringSize
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(5))
+	// piece is rank r's contribution to call i: w/4 matrices that commute with no
+	// other rank's, each of them different.
+	piece := func(r, i, w int) []byte {
+		b := make([]byte, w)
+		for k := 0; k < w; k += 4 {
+			copy(b[k:], []byte{byte(r + 1), byte(i + k), 1, 0})
+		}
+		return b
+	}
+	// folded is the product of ranks from to to's pieces, in rank order.
+	folded := func(from, to, i, w int) []byte {
+		acc := piece(to, i, w)
+		for r := to - 1; r >= from; r-- {
+			matmul(piece(r, i, w), acc)
+		}
+		return acc
+	}
+	for _, n := range []int{2, 4} {
+		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
+			for _, w := range []int{36, wideBytes / n, wideBytes/n + 4} {
+				c := New(NewJob(), n, spin)
+				what := fmt.Sprintf("%d ranks, spin %v, %d-byte pieces", n, spin, w)
+				onEveryRank(t, c, calls, what, func(r, i int) error {
+					root := i % n
+					var out []byte
+					if r == root {
+						out = make([]byte, w)
+					}
+					if err := c.Reduce(r, piece(r, i, w), out, 4, matmul, root); err != nil {
+						return err
+					}
+					if r == root && string(out) != string(folded(0, n-1, i, w)) {
+						return fmt.Errorf("Reduce: the root got %v", out[:8])
+					}
+					p := Part{Send: piece(r, i, w), Recv: make([]byte, w)}
+					if err := c.Scan(r, &p, 4, matmul); err != nil || string(p.Recv) != string(folded(0, r, i, w)) {
+						return fmt.Errorf("Scan: got %v (%v)", p.Recv[:8], err)
+					}
+					p = Part{Send: piece(r, i, w), Recv: make([]byte, w)}
+					if err := c.Exscan(r, &p, 4, matmul); err != nil || r > 0 && string(p.Recv) != string(folded(0, r-1, i, w)) {
+						return fmt.Errorf("Exscan: got %v (%v)", p.Recv[:8], err)
+					}
+					p = Part{Send: piece(r, i, w)}
+					if r == root {
+						p.Recv, p.RecvBlock = make([]byte, n*w), w
+					}
+					if err := c.Gather(r, &p, 1, root); err != nil {
+						return err
+					}
+					for j := 0; r == root && j < n; j++ {
+						if string(p.Recv[j*w:(j+1)*w]) != string(piece(j, i, w)) {
+							return fmt.Errorf("Gather: block %d is %v", j, p.Recv[j*w:j*w+8])
+						}
+					}
+					all := make([]byte, w)
+					if err := c.Allreduce(r, piece(r, i, w), all, 4, matmul); err != nil || string(all) != string(folded(0, n-1, i, w)) {
+						return fmt.Errorf("Allreduce: got %v (%v)", all[:8], err)
+					}
+					p = Part{Send: piece(r, i, w), Recv: make([]byte, n*w), RecvBlock: w}
+					if err := c.Allgather(r, &p, 1); err != nil {
+						return err
+					}
+					for j := range n {
+						if string(p.Recv[j*w:(j+1)*w]) != string(piece(j, i, w)) {
+							return fmt.Errorf("Allgather: block %d is %v", j, p.Recv[j*w:j*w+8])
+						}
+					}
+					return nil
+				})
+				s := c.ranks[0].seq.Load() - 1 // the last Allgather: through the slot on ranks that spin
+				if _, slotted := c.slotHeld(s); slotted != (spin > 0 && w <= wideBytes/n) {
+					t.Errorf("%s: the last Allgather went through the slot: %v", what, slotted)
+				}
+				if _, slotted := c.slotHeld(s - 5); slotted != (w <= wideBytes/n) { // the last Reduce
+					t.Errorf("%s: the last Reduce went through the slot: %v", what, slotted)
+				}
+			}
+		}
+	}
+}
+
+// TestSlotWord: a slot's word gives back the call it was made of, for every field
+// at its largest (a piece of up to 1023 bytes: the wide area's), and tells an
+// episode from the other episodes of its slot.
+func TestSlotWord(t *testing.T) {
+	for _, k := range slotKinds {
+		for _, f := range [][4]int{{0, 0, 0, 0}, {15, 1023, 63, 15}, {3, 512, 8, 9}, {15, 33, 1, 0}} {
+			s := uint64(ringSize*5 + 7)
+			v := slotWord(s, k, f[0], f[1], f[2], f[3]) | (1<<slotRanks - 1)
+			gk, root, w, elem, opener := slotCallOf(v)
+			if gk != k || root != f[0] || w != f[1] || elem != f[2] || opener != f[3] {
+				t.Errorf("%v %v: the word %#x gives %v %d %d %d %d", k, f, v, gk, root, w, elem, opener)
+			}
+			if v&slotFault != 0 || slotStale(v, s) || !slotStale(v, s+ringSize) || !slotStale(v, s-ringSize) {
+				t.Errorf("%v %v: the word %#x is flagged, or stale for its own episode, or not for its slot's others", k, f, v)
+			}
+		}
+	}
 }
