@@ -114,15 +114,16 @@ type Comm struct {
 	ring [ringSize]ringSlot
 	_    [64]byte
 
-	n        int
-	spin     time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
-	groups   int           // Barrier: how many groups the ranks arrive in (0: one counter)
-	leadSpin time.Duration // Barrier: how long a group's leader polls before it parks
-	chainMin int           // Barrier: the fewest ranks of a group that wakes in a chain
-	bells    []bell        // Barrier in chains: each rank's doorbell, made when it first parks there
-	stride   int           // Gatherv: the length of each rank's piece of the slot (gathervStride)
-	job      *Job
-	ranks    []rankState
+	n         int
+	spin      time.Duration // how long a wait polls before it parks (0 when ranks outnumber processors)
+	groups    int           // Barrier: how many groups the ranks arrive in (0: one counter)
+	leadSpin  time.Duration // Barrier: how long a group's leader polls before it parks
+	chainMin  int           // Barrier: the fewest ranks of a group that wakes in a chain
+	bells     []bell        // Barrier in chains: each rank's doorbell, made when it first parks there
+	stride    int           // Gatherv: the length of each rank's piece of the slot (gathervStride)
+	narrowMax int           // the longest piece of which n fit the slot's lines (narrowest)
+	job       *Job
+	ranks     []rankState
 	// queues are the ranks' nonblocking collectives, once they issued one (queue.go):
 	// apart from ranks, whose lines the makers of episodes read.
 	queues []atomic.Pointer[Queue]
@@ -233,7 +234,7 @@ func New(j *Job, n int, spin time.Duration) *Comm {
 	// Every call of every rank reads its queue's pointer: whole lines of them, which
 	// no other object shares (in 32 bytes, a 4-rank Bcast missed the line each call).
 	queues := make([]atomic.Pointer[Queue], n, (n+7)&^7)
-	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues, stride: gathervStride(n), claims: new([ringSize]claim)}
+	c := &Comm{n: n, job: j, ranks: make([]rankState, n), queues: queues, stride: gathervStride(n), narrowMax: narrowest(n), claims: new([ringSize]claim)}
 	c.stall.at.Store(math.MaxUint64)
 	procs := runtime.GOMAXPROCS(0)
 	if n <= procs {

@@ -138,7 +138,18 @@ func (c *Comm) slotFits(w, elem int) bool {
 
 // narrow reports whether the n pieces of w bytes lie in the slot's lines (see
 // slotPiece), not in its wide area.
-func (c *Comm) narrow(w int) bool { return w <= litBytes && c.n <= int(slotRoom[w].all) }
+func (c *Comm) narrow(w int) bool { return w <= c.narrowMax }
+
+// narrowest is the longest piece of which n fit the slot's lines (0 if none):
+// fewer fit as pieces grow. New works it out once, so that slotPiece, called for
+// every piece, stays small enough to inline.
+func narrowest(n int) int {
+	w := litBytes
+	for w > 0 && int(slotRoom[w].all) < n {
+		w--
+	}
+	return w
+}
 
 // wideBytes is the room of a slot's wide area: the pieces of a small reduction too
 // long for the slot's lines (2 ranks' of more than 32 bytes, 4 ranks' of more than
@@ -182,17 +193,28 @@ var slotRoom = func() (t [litBytes + 1]struct{ first, all uint8 }) {
 // Exscan's or Gather's pieces so fit the slot's lines, where they took an
 // episode's six lines.
 func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
+	if !c.narrow(w) {
+		return c.widePiece(s, rank, w)
+	}
+	return c.narrowPiece(s, rank, w)
+}
+
+// narrowPiece is slotPiece in the slot's lines: small enough to inline, for the
+// folds, which look up a piece at a time.
+func (c *Comm) narrowPiece(s uint64, rank, w int) []byte {
 	if w == 0 {
 		return nil
-	}
-	if !c.narrow(w) {
-		return c.wideArea()[s%ringSize][rank*w : (rank+1)*w]
 	}
 	if first := int(slotRoom[w].first); rank >= first {
 		rank -= first
 		return c.claims[s%ringSize].more[rank*w : (rank+1)*w]
 	}
 	return c.ring[s%ringSize].data[rank*w : (rank+1)*w]
+}
+
+// widePiece is slotPiece in the wide area, which the caller's reduceInSlot made.
+func (c *Comm) widePiece(s uint64, rank, w int) []byte {
+	return c.wide.Load()[s%ringSize][rank*w : (rank+1)*w]
 }
 
 // reduceInSlot is a rank's part in a small Reduce, Scan, Exscan, Allreduce, Barrier,
@@ -209,6 +231,9 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 	}
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
 	w, mine, bit := c.pieceWidth(k, send, p), slotTag|(s+1), uint64(1)<<rank
+	if !c.narrow(w) {
+		c.wideArea() // for slotPiece
+	}
 	if k == gatherv && rank != root && len(send) >= w && !c.setAside(rank, s, send) {
 		return true, ErrAborted
 	}
@@ -322,7 +347,10 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 			return c.outcome(e, rank, ok)
 		}
 	}
-	piece, width := func(j int) []byte { return c.slotPiece(s, j, w) }, w
+	piece, width := func(j int) []byte { return c.narrowPiece(s, j, w) }, w
+	if !c.narrow(w) {
+		piece = func(j int) []byte { return c.widePiece(s, j, w) }
+	}
 	switch k {
 	case barrier:
 		return nil
@@ -492,7 +520,12 @@ func (c *Comm) pieceWidth(k kind, send []byte, p *Part) int {
 // putPiece writes rank's contribution send into its w-byte piece of episode s's
 // slot: a Gatherv's with its length first, or marked set aside when too long.
 func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
-	piece := c.slotPiece(s, rank, w)
+	var piece []byte // slotPiece, inlined
+	if c.narrow(w) {
+		piece = c.narrowPiece(s, rank, w)
+	} else {
+		piece = c.widePiece(s, rank, w)
+	}
 	switch {
 	case k != gatherv && k != allgatherv:
 		copy(piece, send)
