@@ -133,7 +133,7 @@ func (c *Comm) slotHeld(s uint64) (uint64, bool) {
 // slotFits reports whether a reduction of w-byte contributions of elem-byte
 // elements goes through the slot: in its lines, or in its wide area.
 func (c *Comm) slotFits(w, elem int) bool {
-	return c.n <= slotRanks && elem < 64 && (w == 0 || c.narrow(w) || c.n*w <= wideBytes)
+	return c.n <= slotRanks && elem < 64 && (c.narrow(w) || c.n*w <= wideBytes)
 }
 
 // narrow reports whether the n pieces of w bytes lie in the slot's lines (see
@@ -492,11 +492,7 @@ func gathervStride(n int) int {
 	if n > slotRanks {
 		return 0 // never through the slot
 	}
-	w := 63
-	for int(slotRoom[w].all) < n {
-		w--
-	}
-	return w
+	return min(63, narrowest(n))
 }
 
 // pieceWidth is the length of the pieces of a collective of kind k through the
