@@ -953,7 +953,7 @@ func (c *Comm) bcast(rank int, buf []byte, elem, root int, eager bool) error {
 	if c.n == 1 {
 		return nil
 	}
-	lit := eager && len(buf) <= litBytes
+	lit := eager && len(buf) <= litMax
 	switch {
 	case lit && rank == root:
 		if left, err := c.litRoot(rank, bcast, buf, elem, len(buf)); left {

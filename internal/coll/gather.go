@@ -183,7 +183,7 @@ func (c *Comm) Gatherv(rank int, p *Part, elem, root int) error {
 }
 
 // Scatter: block j of the root's Send goes to the start of rank j's Recv, which
-// must be at least as long (ErrTruncate otherwise). Up to litBytes of Send, the
+// must be at least as long (ErrTruncate otherwise). Up to litMax of Send, the
 // root leaves a copy in the ring slot and the others take their blocks from there
 // (lit.go), as in a small Bcast.
 func (c *Comm) Scatter(rank int, p *Part, elem, root int) error {
@@ -218,7 +218,7 @@ func (c *Comm) Scatterv(rank int, p *Part, elem, root int) error {
 // if it can, and reports whether it did, with the outcome. block is the length of
 // its blocks, or -1 if they are not a Scatter's.
 func (c *Comm) scatterRoot(k kind, rank int, p *Part, elem, block int) (bool, error) {
-	if block < 0 || c.n*block > litBytes {
+	if block < 0 || c.n*block > litMax {
 		return false, nil
 	}
 	left, err := c.litRoot(rank, k, p.Send[:c.n*block], elem, block)

@@ -35,10 +35,11 @@ type inSlot struct {
 // Copies of 8-byte messages lie in the slot's line; longer ones in the claim's two
 // lines too (a Scatter of 29-byte blocks: block 1 straddles the slot's line and the
 // claim's, block 2 lies in the claim's first line; of 50-byte blocks, block 2
-// straddles the claim's two lines; a Scatter of 3 blocks longer than litBytes/3
-// does not fit, and is not tested).
+// straddles the claim's two lines); copies longer than litBytes in the slot's wide
+// area (a Scatter of 3 blocks of 51 bytes, of 341: 1,023 bytes; a Scatter of 3
+// blocks longer than litMax/3 does not fit, and is not tested).
 func TestInSlot(t *testing.T) {
-	for _, m := range []int{8, 29, 40, 50, litBytes} {
+	for _, m := range []int{8, 29, 40, 50, 51, litBytes, litBytes + 1, litMax / 3, litMax} {
 		t.Run(fmt.Sprintf("bytes=%d", m), func(t *testing.T) { testInSlot(t, m) })
 	}
 }
@@ -95,7 +96,7 @@ func testInSlot(t *testing.T, m int) {
 		want:  msg,
 		wrong: common,
 	}} {
-		if k.name != "Bcast" && 3*m > litBytes {
+		if k.name != "Bcast" && 3*m > litMax {
 			continue
 		}
 		for _, spin := range []time.Duration{0, 20 * time.Microsecond} {
@@ -168,7 +169,7 @@ func testInSlot(t *testing.T, m int) {
 
 // TestInSlotRace: ranks that come before a small Bcast's or Scatter's root make its
 // episode, the root that comes first makes none, and slots keep episodes many laps
-// old: every rank still gets every broadcast (of one line or two) and block, in
+// old: every rank still gets every broadcast (of one line, two, or the wide area) and block, in
 // order, with Reduces (made by whoever comes first) in between. (A rank that had
 // loaded the slot's episode before it waited for the lap once swapped out an
 // episode that had meanwhile been reused for its own call: two ranks then waited in
@@ -181,7 +182,7 @@ func TestInSlotRace(t *testing.T) {
 		fails := make([]error, n)
 		for r := range n {
 			wg.Go(func() {
-				buf := make([]byte, 64)
+				buf := make([]byte, 512)
 				for i := range calls {
 					if i%4999 == 0 {
 						var out []byte
@@ -209,7 +210,7 @@ func TestInSlotRace(t *testing.T) {
 						}
 						continue
 					}
-					m := 8 << (3 * (i % 2)) // 8 or 64 bytes: the slot's line, or the claim's too
+					m := 8 << (3 * (i % 3)) // 8, 64 or 512 bytes: the slot's line, the claim's too, or the wide area
 					if r == 0 {
 						buf[0], buf[m-1] = byte(i), byte(i>>8)
 					}
