@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +263,139 @@ func TestWaitallErrors(t *testing.T) {
 			}
 			return nil
 		}))
+}
+
+// TestWaitallInto: WaitallInto and TestallInto write every status into the
+// caller's slice, overwriting what a reused slice held (a failed receive's
+// error, a receive's count under a send's status), ignore them when it is nil
+// but still join the errors and retire the requests, and refuse a slice too
+// short (ErrArg, naming the rank) without consuming any request.
+func TestWaitallInto(t *testing.T) {
+	mustRun(t, 2, func(c *mpi.Comm) error {
+		peer := 1 - c.Rank()
+		stale := mpi.Status{Source: 99, Tag: 99, Cancelled: true, Err: errors.New("stale")}
+		sts := []mpi.Status{stale, stale, stale, stale}
+		exchange := func(round int) ([]*mpi.Request, []int, error) {
+			got := []int{-1}
+			r, err := mpi.Irecv(c, got, peer, round)
+			if err != nil {
+				return nil, nil, err
+			}
+			s, err := mpi.Isend(c, []int{10*round + c.Rank()}, peer, round)
+			if err != nil {
+				return nil, nil, err
+			}
+			return []*mpi.Request{r, nil, s}, got, nil
+		}
+		reqs, got, err := exchange(0)
+		if err != nil {
+			return err
+		}
+		if err := mpi.WaitallInto(sts[:2], reqs...); !errors.Is(err, mpi.ErrArg) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d", c.Rank())) {
+			return fmt.Errorf("WaitallInto with 2 statuses for 3 requests: %v, want ErrArg naming rank %d", err, c.Rank())
+		}
+		if ok, err := mpi.TestallInto(sts[:1], reqs...); ok || !errors.Is(err, mpi.ErrArg) {
+			return fmt.Errorf("TestallInto with 1 status for 3 requests: %v, %v; want ErrArg", ok, err)
+		}
+		if reqs[0] == nil || reqs[2] == nil || sts[0].Source != 99 {
+			return fmt.Errorf("a refused call consumed requests %v or wrote status %+v", reqs, sts[0])
+		}
+		if err := mpi.WaitallInto(sts, reqs...); err != nil {
+			return err
+		}
+		want := mpi.Status{Source: peer, Tag: 0}
+		if st := sts[0]; st.Source != peer || st.Tag != 0 || st.Cancelled || st.Err != nil || mpi.GetCount[int](st) != 1 || got[0] != peer {
+			return fmt.Errorf("receive's status %+v, data %v; want %+v with one int, [%d]", st, got, want, peer)
+		}
+		if !isNullStatus(sts[1]) {
+			return fmt.Errorf("nil request's status %+v, want empty", sts[1])
+		}
+		if st := sts[2]; st.Source != peer || st.Tag != 0 || st.Cancelled || st.Err != nil || mpi.GetCount[byte](st) != 0 {
+			return fmt.Errorf("send's status %+v, want %+v and no count", st, want)
+		}
+		if sts[3] != stale || !slices.Equal(reqs, []*mpi.Request{nil, nil, nil}) {
+			return fmt.Errorf("status past the requests %+v (want it untouched), requests %v (want all nil)", sts[3], reqs)
+		}
+		// A send's status where a receive's was has no count; a truncated receive
+		// fails its status, and the next call into the same slice clears it.
+		small := make([]int, 0)
+		r, err := mpi.Irecv(c, small, peer, 1)
+		if err != nil {
+			return err
+		}
+		s, err := mpi.Isend(c, []int{7}, peer, 1)
+		if err != nil {
+			return err
+		}
+		if err := mpi.WaitallInto(sts, s, r); !errors.Is(err, mpi.ErrTruncate) || !errors.Is(sts[1].Err, mpi.ErrTruncate) || sts[0].Err != nil || mpi.GetCount[byte](sts[0]) != 0 {
+			return fmt.Errorf("a send, then a truncated receive: %v, statuses %+v, %+v; want no count in the first, ErrTruncate in the second", err, sts[0], sts[1])
+		}
+		if reqs, got, err = exchange(2); err != nil {
+			return err
+		}
+		ok := false
+		for deadline := time.Now().Add(syncTimeout); !ok && err == nil && time.Now().Before(deadline); {
+			ok, err = mpi.TestallInto(sts, reqs...)
+		}
+		if !ok || err != nil || sts[0].Tag != 2 || got[0] != 20+peer || !isNullStatus(sts[1]) || reqs[0] != nil {
+			return fmt.Errorf("TestallInto into the failed slice: %v, %v, statuses %+v, %+v, data %v, requests %v", ok, err, sts[0], sts[1], got, reqs)
+		}
+		// A request already completed, waited for through another copy: ErrRequest,
+		// in a status cleared of what the slice held.
+		if err := mpi.WaitallInto(sts, s); !errors.Is(err, mpi.ErrRequest) || sts[0] != (mpi.Status{Err: sts[0].Err}) || !errors.Is(sts[0].Err, mpi.ErrRequest) {
+			return fmt.Errorf("WaitallInto of a completed request: %v, status %+v; want ErrRequest alone", err, sts[0])
+		}
+		// nil statuses: ignored, and the errors still joined.
+		r, err = mpi.Irecv(c, small, peer, 3)
+		if err != nil {
+			return err
+		}
+		if s, err = mpi.Isend(c, []int{7}, peer, 3); err != nil {
+			return err
+		}
+		reqs = []*mpi.Request{r, s}
+		if err := mpi.WaitallInto(nil, reqs...); !errors.Is(err, mpi.ErrTruncate) || reqs[0] != nil || reqs[1] != nil {
+			return fmt.Errorf("WaitallInto(nil) with a truncated receive: %v, requests %v; want ErrTruncate, both nil", err, reqs)
+		}
+		return nil
+	})
+}
+
+// TestWaitallIntoAllocates: waiting for a window of requests into a reused slice
+// allocates nothing for the statuses, where Waitall allocates them at every call.
+func TestWaitallIntoAllocates(t *testing.T) {
+	mustRun(t, 1, func(c *mpi.Comm) error {
+		const window = 16
+		sts, reqs := make([]mpi.Status, 2*window), make([]*mpi.Request, 2*window)
+		buf, got := []byte{1}, make([]byte, 1)
+		var err error
+		step := func(wait func() error) func() {
+			return func() {
+				for i := range window {
+					if reqs[2*i], err = mpi.Irecv(c, got, 0, i); err != nil {
+						return
+					}
+					if reqs[2*i+1], err = mpi.Isend(c, buf, 0, i); err != nil {
+						return
+					}
+				}
+				err = wait()
+			}
+		}
+		into := testing.AllocsPerRun(200, step(func() error { return mpi.WaitallInto(sts, reqs...) }))
+		if err != nil {
+			return err
+		}
+		fresh := testing.AllocsPerRun(200, step(func() error { _, err := mpi.Waitall(reqs...); return err }))
+		if err != nil {
+			return err
+		}
+		// Both take the requests' handles from slabs of up to 63 (one allocation per 63).
+		if into > 2*window/63.0+0.5 || fresh < into+1 {
+			return fmt.Errorf("allocations per window of %d requests: WaitallInto %.2f, Waitall %.2f; want WaitallInto's only the handles' slabs, Waitall's one more", 2*window, into, fresh)
+		}
+		return nil
+	})
 }
 
 func TestWaitany(t *testing.T) {

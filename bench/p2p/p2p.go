@@ -26,7 +26,7 @@ var Suite = bench.Suite{
 	Title: "Point-to-point: Weft beside MPICH and Open MPI",
 	About: "Two ranks (msgrate: K pairs of ranks, rank i sending to rank i+K). " +
 		"pingpong: blocking Send and Recv, one-way latency and size over it; " +
-		"bw: 64 Isend (Irecv) in flight, then Waitall and the receiver's 4-byte acknowledgement, as OSU's osu_bw; " +
+		"bw: 64 Isend (Irecv) in flight, then Waitall into an array of statuses and the receiver's 4-byte acknowledgement, as OSU's osu_bw; " +
 		"bibw: the same in both directions at once, as osu_bibw; " +
 		"msgrate: zero-byte messages, a reply every 256; " +
 		"oneway: a sender that keeps sending to one receiver (TMPI's one-way send-recv, Figs. 11-12), time per send and transfer rate. " +
@@ -300,7 +300,7 @@ func (cfg config) pingpong(c *mpi.Comm) error {
 }
 
 // bandwidth streams windows of messages from rank 0 to rank 1 (both ways at
-// once when bi), each window completed by Waitall and, one way, acknowledged by
+// once when bi), each window completed by WaitallInto and, one way, acknowledged by
 // the receiver as in osu_bw; it reports the bytes moved per second in all.
 func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 	sends, recvs := make([][]byte, window), make([][]byte, window)
@@ -309,7 +309,7 @@ func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 		sends[i], arena = arena[:cfg.size:cfg.size], arena[cfg.size:]
 		recvs[i], arena = arena[:cfg.size:cfg.size], arena[cfg.size:]
 	}
-	reqs := make([]*mpi.Request, 0, 2*window)
+	reqs, sts := make([]*mpi.Request, 0, 2*window), make([]mpi.Status, 2*window) // a status array, as the twin's
 	var ack [4]byte
 	peer := 1 - c.Rank()
 	secs, err := timed(c, cfg.iters, func(n int) error {
@@ -331,7 +331,7 @@ func (cfg config) bandwidth(c *mpi.Comm, bi bool) error {
 					reqs = append(reqs, r)
 				}
 			}
-			if _, err := mpi.Waitall(reqs...); err != nil {
+			if err := mpi.WaitallInto(sts, reqs...); err != nil {
 				return err
 			}
 			if bi {
