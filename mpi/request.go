@@ -533,7 +533,7 @@ func statusRoom(op string, sts []Status, reqs []*Request) error {
 			break
 		}
 	}
-	return errs.New(errs.Arg, op, rank, "%d statuses for %d requests: sts must hold one a request, or be nil to ignore them", len(sts), len(reqs))
+	return errs.New(errs.Arg, op, rank, "%d statuses for %d requests: sts must hold one per request, or be nil to ignore them", len(sts), len(reqs))
 }
 
 // progress lets the engine move messages that arrived for the ranks of reqs, so that
