@@ -364,6 +364,9 @@ func TestWaitallInto(t *testing.T) {
 // TestWaitallIntoAllocates: waiting for a window of requests into a reused slice
 // allocates nothing for the statuses, where Waitall allocates them at every call.
 func TestWaitallIntoAllocates(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops engine requests: allocations cannot be counted")
+	}
 	mustRun(t, 1, func(c *mpi.Comm) error {
 		const window = 16
 		sts, reqs := make([]mpi.Status, 2*window), make([]*mpi.Request, 2*window)
