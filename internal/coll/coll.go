@@ -46,8 +46,14 @@ var ErrAborted = errors.New("coll: job aborted")
 // ringSize is how many episodes of a communicator can be in flight at once. A rank
 // whose small Bcasts or Reduces do not wait runs this far ahead before it parks, so
 // the ranks sharing a processor take turns once per lap: 4 ranks' 8-byte Bcast took
-// 0.36 µs with 8 slots, 0.27 with 64.
-const ringSize = 64
+// 0.36 µs with 8 slots, 0.27 with 64. With 128 (2026-12-02; 5 interleaved rounds,
+// medians, µs, 64 -> 128 -> 256 slots) 4 ranks' Bcast took 0.150 -> 0.127 -> 0.105,
+// Reduce 0.325 -> 0.230 -> 0.215, Scan 0.434 -> 0.341 -> 0.281, Gather 0.256 ->
+// 0.213 -> 0.216. At 256 every large Reduce took 1.4-2 times as long, on one
+// processor too (4 ranks of 16 KiB: 4.1-4.6 -> 5.1-6.2 µs), for reasons that
+// cachegrind's model does not show; at 128 none did. A slot costs its line, its
+// claim's two and two spare episode pointers, in pages touched only as used.
+const ringSize = 128
 
 // Lead is how many collectives of a communicator a rank can be ahead of another:
 // it joins an episode only once every rank has joined the one a lap before.

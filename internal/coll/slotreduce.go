@@ -160,9 +160,9 @@ func narrowest(n int) int {
 // 0.22; medians of 3 interleaved rounds, 2026-12-02).
 const wideBytes = 1 << 10
 
-// wideArea is the slots' wide areas, made when a call first needs one: 64 KiB that
-// a communicator of only smaller collectives, or of more than slotRanks ranks, does
-// without.
+// wideArea is the slots' wide areas, made when a call first needs one: 1 KiB a slot
+// that a communicator of only smaller collectives, or of more than slotRanks ranks,
+// does without.
 func (c *Comm) wideArea() *[ringSize][wideBytes]byte {
 	if a := c.wide.Load(); a != nil {
 		return a
