@@ -294,7 +294,7 @@ func (r *Request) finishInto(s *Status, err error) error {
 		if err != nil {
 			err = r.c.failed(err, r.name(), peer, tag)
 		}
-		s.Source, s.Tag, s.Cancelled, s.Err = peer, tag, st.Cancelled, err
+		*s = Status{Source: peer, Tag: tag, Cancelled: st.Cancelled, Err: err}
 	}
 	if r.persistent {
 		r.state = inactive
@@ -315,13 +315,15 @@ func (r *Request) Wait() (Status, error) {
 	return s, err
 }
 
-// waitInto is Wait storing the status in s (see finishInto).
+// waitInto is Wait storing the status in s (see finishInto): all of it, so that
+// WaitallInto's caller may hand it a status of an earlier call.
 func (r *Request) waitInto(s *Status) error {
 	if r == nil {
 		*s = nullStatus
 		return nil
 	}
 	if err := r.acquire("Wait"); err != nil {
+		*s = Status{}
 		return err
 	}
 	defer r.release()
@@ -465,8 +467,9 @@ func Waitall(reqs ...*Request) ([]Status, error) {
 // MPI_Waitall fills its caller's array; a nil sts ignores them
 // (MPI_STATUSES_IGNORE). A loop of windows of requests then allocates nothing
 // for their statuses, where Waitall's cost a stream of 8-byte messages about a
-// fifth of its time (docs/benchmarks.md). An sts shorter than reqs is an ErrArg
-// error, and nothing is waited for.
+// fifth of its time (docs/benchmarks.md). Each status is written whole, so a
+// reused sts keeps nothing of an earlier call. An sts shorter than reqs is an
+// ErrArg error, and nothing is waited for.
 func WaitallInto(sts []Status, reqs ...*Request) error {
 	if err := statusRoom("WaitallInto", sts, reqs); err != nil {
 		return err
@@ -478,7 +481,6 @@ func WaitallInto(sts []Status, reqs ...*Request) error {
 		if sts != nil {
 			st = &sts[i]
 		}
-		*st = Status{}
 		if err := r.waitInto(st); err != nil {
 			st.Err = err
 			all = append(all, err)

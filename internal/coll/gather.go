@@ -323,11 +323,9 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 		}
 		return nil
 	}
-	if recv, ok := c.slotRecv(k, rank, root, p); ok {
-		if w := c.pieceWidth(k, p.Send, p); c.slotFits(w, elem) && (k != allgatherv || w <= pieceLenMax+1) {
-			if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn, p); ok {
-				return err
-			}
+	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(k, c.pieceWidth(k, p.Send, p), elem) {
+		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn, p); ok {
+			return err
 		}
 	}
 	width := -1 // a small exchange: see join

@@ -73,7 +73,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		}
 		return nil
 	}
-	if (k == reduce || c.spin > 0) && c.slotFits(len(send), elem) { // see slotEveryone
+	if (k == reduce || c.spin > 0) && c.slotFits(k, len(send), elem) { // see slotEveryone
 		if ok, err := c.reduceInSlot(k, rank, root, send, recv, elem, fn, nil); ok {
 			return err
 		}

@@ -542,7 +542,7 @@ func TestAllreduceSmall(t *testing.T) {
 		for _, inPlace := range []bool{false, true} {
 			recvs, errs, way := allreduceAll(c, matrix, inPlace)
 			want := "general"
-			if c.slotFits(4, 4) {
+			if c.slotFits(reduce, 4, 4) {
 				want = "slot"
 			}
 			if way != want {
@@ -554,7 +554,7 @@ func TestAllreduceSmall(t *testing.T) {
 				}
 			}
 		}
-		if !c.slotFits(4, 4) {
+		if !c.slotFits(reduce, 4, 4) {
 			continue
 		}
 		bad := n - 1

@@ -130,10 +130,11 @@ func (c *Comm) slotHeld(s uint64) (uint64, bool) {
 	return v, v&slotTag != 0 && !slotStale(v, s)
 }
 
-// slotFits reports whether a reduction of w-byte contributions of elem-byte
-// elements goes through the slot: in its lines, or in its wide area.
-func (c *Comm) slotFits(w, elem int) bool {
-	return c.n <= slotRanks && elem < 64 && (c.narrow(w) || c.n*w <= wideBytes)
+// slotFits reports whether a collective of kind k with w-byte pieces of elem-byte
+// elements goes through the slot: in its lines, or in its wide area; an
+// Allgatherv only while a piece's first byte holds its block's length.
+func (c *Comm) slotFits(k kind, w, elem int) bool {
+	return c.n <= slotRanks && elem < 64 && (c.narrow(w) || c.n*w <= wideBytes) && (k != allgatherv || w <= pieceLenMax+1)
 }
 
 // narrow reports whether the n pieces of w bytes lie in the slot's lines (see
