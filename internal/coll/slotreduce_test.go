@@ -577,7 +577,8 @@ func TestSlotStaleWord(t *testing.T) {
 }
 
 // TestGathervInSlot: Gathervs of blocks of every length, short enough for their
-// piece of the slot or set aside (a few bytes longer, or thousands), in place or
+// piece of the slot, for their share of its wide area (up to 256 bytes), or set
+// aside (as a copy up to asideEager bytes, or thousands itself), in place or
 // not, to every root in turn, with ranks that spin or not, go through the slot and
 // land where the root's counts and displacements say, even though every non-root
 // scribbles over its block once its call returns; a block of another length than
@@ -588,10 +589,13 @@ func TestGathervInSlot(t *testing.T) {
 	const n, calls = 4, 300
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n + 1))
 	length := func(r, i int) int {
-		if (i+r)%17 == 0 {
+		switch {
+		case (i+r)%17 == 0:
 			return 3000 + r
+		case (i+r)%7 == 0: // 250-262 bytes: the wide area's share up to 256, then set aside as a copy
+			return 250 + (i+r)%13
 		}
-		return (i*3 + r) % 24 // from 18 bytes on, set aside
+		return (i*3 + r) % 24 // from 18 bytes on, in the wide area
 	}
 	fill := func(r, i int, b []byte) {
 		for k := range b {
@@ -636,27 +640,34 @@ func TestGathervInSlot(t *testing.T) {
 		if v, held := c.slotHeld(s); !held || slotKind(v) != gatherv {
 			t.Fatalf("spin %v: the last Gatherv's slot holds %#x, want a Gatherv's word", spin, v)
 		}
+		// In the last call, rank 2's block of 252 bytes lay in the wide area.
+		if piece := c.slotPiece(s, 2, c.stride); length(2, calls-1) != 252 || piece[0] != gathervWide ||
+			int(piece[1])|int(piece[2])<<8 != 252 {
+			t.Fatalf("spin %v: rank 2's piece of the last Gatherv starts %v, want the wide area's mark and 252", spin, piece[:3])
+		}
 		// The root counts one more element from rank bad: at call 15 rank 2's block
-		// is 3002 bytes (set aside itself) and rank 1's 22 (a copy), rank 3's empty.
-		for _, bad := range []int{2, 1, 3} {
-			const i, root = 15, 0
+		// is 3002 bytes (set aside itself), rank 1's 22 (in the wide area), rank 3's
+		// empty; at call 20 rank 1's is 258 (a copy set aside).
+		for _, bad := range []struct{ i, rank int }{{15, 2}, {15, 1}, {15, 3}, {20, 1}} {
+			const root = 0
+			i := bad.i
 			results := make([]error, n)
 			var wg sync.WaitGroup
 			for r := range n {
-				wg.Go(func() { results[r] = call(c, r, i, root, bad) })
+				wg.Go(func() { results[r] = call(c, r, i, root, bad.rank) })
 			}
-			awaitRanks(t, &wg, 10*time.Second, fmt.Sprintf("spin %v, bad %d", spin, bad))
+			awaitRanks(t, &wg, 10*time.Second, fmt.Sprintf("spin %v, call %d, bad %d", spin, i, bad.rank))
 			var e *errs.Error
-			if !errors.As(results[root], &e) || e.Class != errs.Count || e.Peer != bad || e.Rank != root {
-				t.Fatalf("spin %v, bad %d: the root returned %v, want ErrCount naming rank %d", spin, bad, results[root], bad)
+			if !errors.As(results[root], &e) || e.Class != errs.Count || e.Peer != bad.rank || e.Rank != root {
+				t.Fatalf("spin %v, call %d, bad %d: the root returned %v, want ErrCount naming rank %d", spin, i, bad.rank, results[root], bad.rank)
 			}
 			for r := 1; r < n; r++ {
 				waits := length(r, i) > asideEager
 				if waits && !errors.As(results[r], &e) || !waits && results[r] != nil {
-					t.Fatalf("spin %v, bad %d: rank %d (waits for the root: %v) returned %v", spin, bad, r, waits, results[r])
+					t.Fatalf("spin %v, call %d, bad %d: rank %d (waits for the root: %v) returned %v", spin, i, bad.rank, r, waits, results[r])
 				}
 			}
-			onEveryRank(t, c, 3, fmt.Sprintf("spin %v, after bad %d", spin, bad), func(r, i int) error {
+			onEveryRank(t, c, 3, fmt.Sprintf("spin %v, after call %d, bad %d", spin, bad.i, bad.rank), func(r, i int) error {
 				return call(c, r, i, 1, -1)
 			})
 		}
