@@ -528,14 +528,7 @@ func statusRoom(op string, sts []Status, reqs []*Request) error {
 	if sts == nil || len(sts) >= len(reqs) {
 		return nil
 	}
-	rank := NoValue
-	for _, r := range reqs {
-		if r != nil && r.c != nil {
-			rank = r.c.rank
-			break
-		}
-	}
-	return errs.New(errs.Arg, op, rank, "%d statuses for %d requests: sts must hold one per request, or be nil to ignore them", len(sts), len(reqs))
+	return errs.New(errs.Arg, op, rankOf(reqs), "%d statuses for %d requests: sts must hold one per request, or be nil to ignore them", len(sts), len(reqs))
 }
 
 // progress lets the engine move messages that arrived for the ranks of reqs, so that
@@ -549,9 +542,10 @@ func progress(reqs []*Request) {
 	}
 }
 
-// pending lists the indices of the active requests and takes each for this caller.
-func pending(op string, reqs []*Request) ([]int, error) {
-	var idx []int
+// pending lists the indices of the active requests in idx (from its start, growing
+// it past its room) and takes each for this caller.
+func pending(op string, reqs []*Request, idx []int) ([]int, error) {
+	idx = idx[:0]
 	for i, r := range reqs {
 		if r == nil {
 			continue
@@ -574,7 +568,8 @@ func pending(op string, reqs []*Request) ([]int, error) {
 // Waitany waits until one request completes and returns its index and status, or
 // Undefined when no request is active.
 func Waitany(reqs ...*Request) (int, Status, error) {
-	idx, err := pending("Waitany", reqs)
+	var room [pendingRoom]int
+	idx, err := pending("Waitany", reqs, room[:])
 	if err != nil || len(idx) == 0 {
 		return Undefined, nullStatus, err
 	}
@@ -667,19 +662,39 @@ func waitAny(reqs []*Request, idx []int) (int, error) {
 // Waitsome waits until at least one request completes and returns the indices and
 // statuses of all that have; it returns none when no request is active.
 func Waitsome(reqs ...*Request) ([]int, []Status, error) {
+	return someNew("Waitsome", reqs, waitsome)
+}
+
+// WaitsomeInto is Waitsome storing the n indices in idx[:n] and their statuses in
+// sts[:n], as MPI_Waitsome fills its caller's arrays; a nil sts ignores the
+// statuses. A loop that waits for some of a set of requests again and again (a
+// server, a pipeline) then allocates nothing for them. n is 0 when no request is
+// active. idx, and sts unless nil, must hold one entry per request (ErrArg
+// otherwise, and nothing is waited for).
+func WaitsomeInto(idx []int, sts []Status, reqs ...*Request) (n int, err error) {
+	return someInto("WaitsomeInto", idx, sts, reqs, waitsome)
+}
+
+// waitsome is Waitsome into idx and sts (see some).
+func waitsome(op string, idx []int, sts []Status, reqs []*Request) (int, error) {
 	i, st, err := Waitany(reqs...)
 	if i == Undefined {
-		return nil, nil, err
+		return 0, err
 	}
-	idx, sts := []int{i}, []Status{st}
-	more, msts, merr := Testsome(reqs...)
-	return append(idx, more...), append(sts, msts...), errors.Join(err, merr)
+	// reqs[i] is done with (nil, or inactive if persistent): the others fit idx[1:].
+	n, merr := testsome(op, idx[1:], after(sts), reqs)
+	idx[0] = i
+	if sts != nil {
+		sts[0] = st
+	}
+	return 1 + n, errors.Join(err, merr)
 }
 
 // Testany returns the index and status of a completed request, if any; ok is also
 // true, with index Undefined, when no request is active.
 func Testany(reqs ...*Request) (index int, st Status, ok bool, err error) {
-	idx, err := pending("Testany", reqs)
+	var room [pendingRoom]int
+	idx, err := pending("Testany", reqs, room[:])
 	if err != nil {
 		return Undefined, Status{}, false, err
 	}
@@ -700,24 +715,96 @@ func Testany(reqs ...*Request) (index int, st Status, ok bool, err error) {
 
 // Testsome returns the indices and statuses of every completed request, without blocking.
 func Testsome(reqs ...*Request) ([]int, []Status, error) {
-	idx, err := pending("Testsome", reqs)
-	if err != nil {
+	return someNew("Testsome", reqs, testsome)
+}
+
+// TestsomeInto is Testsome storing the indices and statuses as WaitsomeInto does; n
+// is 0 when no request has completed, or none is active.
+func TestsomeInto(idx []int, sts []Status, reqs ...*Request) (n int, err error) {
+	return someInto("TestsomeInto", idx, sts, reqs, testsome)
+}
+
+// some is waitsome or testsome: it completes requests of reqs, storing their indices
+// in idx and statuses in sts (unless nil), which have room for every active one, and
+// returns how many.
+type some func(op string, idx []int, sts []Status, reqs []*Request) (int, error)
+
+// someNew is Waitsome or Testsome (fn): into new slices, of which it returns the
+// filled part, or none.
+func someNew(op string, reqs []*Request, fn some) ([]int, []Status, error) {
+	idx, sts := make([]int, len(reqs)), make([]Status, len(reqs))
+	n, err := fn(op, idx, sts, reqs)
+	if n == 0 {
 		return nil, nil, err
 	}
+	return idx[:n:n], sts[:n:n], err
+}
+
+// someInto is WaitsomeInto or TestsomeInto (fn): into the caller's slices, once
+// their room is checked.
+func someInto(op string, idx []int, sts []Status, reqs []*Request, fn some) (int, error) {
+	if err := someRoom(op, idx, sts, reqs); err != nil {
+		return 0, err
+	}
+	return fn(op, idx, sts, reqs)
+}
+
+// testsome is Testsome into idx and sts (see some).
+func testsome(op string, idx []int, sts []Status, reqs []*Request) (int, error) {
+	var room [pendingRoom]int
+	active, err := pending(op, reqs, room[:])
+	if err != nil {
+		return 0, err
+	}
 	progress(reqs)
-	var done []int
-	var sts []Status
 	var all []error
-	for _, i := range idx {
+	var ignored Status
+	n := 0
+	for _, i := range active {
 		if reqs[i].done() {
-			st, err := reqs[i].finish(nil)
-			if err != nil {
+			st := &ignored
+			if sts != nil {
+				st = &sts[n]
+			}
+			if err := reqs[i].finishInto(st, nil); err != nil {
 				all = append(all, err)
 			}
-			done, sts = append(done, i), append(sts, st)
+			idx[n] = i
+			n++
 		}
 		reqs[i].release()
 		retire(reqs, i)
 	}
-	return done, sts, errors.Join(all...)
+	return n, errors.Join(all...)
+}
+
+// pendingRoom is how many active requests a Waitany, Testany or Testsome lists
+// without allocating: a window of 64 messages' requests, as the streaming
+// benchmarks' (bench/peers/p2p.c).
+const pendingRoom = 64
+
+// after is sts past its first status, or nil for statuses ignored.
+func after(sts []Status) []Status {
+	if sts == nil {
+		return nil
+	}
+	return sts[1:]
+}
+
+// rankOf is the rank of the first request of reqs that has one, for errors.
+func rankOf(reqs []*Request) int {
+	for _, r := range reqs {
+		if r != nil && r.c != nil {
+			return r.c.rank
+		}
+	}
+	return NoValue
+}
+
+// someRoom checks that idx, and sts unless nil, hold an entry for every request.
+func someRoom(op string, idx []int, sts []Status, reqs []*Request) error {
+	if len(idx) >= len(reqs) {
+		return statusRoom(op, sts, reqs)
+	}
+	return errs.New(errs.Arg, op, rankOf(reqs), "%d indices for %d requests: idx must hold one per request", len(idx), len(reqs))
 }

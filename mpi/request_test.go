@@ -361,9 +361,10 @@ func TestWaitallInto(t *testing.T) {
 	})
 }
 
-// TestWaitallIntoAllocates: waiting for a window of requests into a reused slice
-// allocates nothing for the statuses, where Waitall allocates them at every call.
-func TestWaitallIntoAllocates(t *testing.T) {
+// TestIntoAllocates: waiting for a window of requests into reused slices, all at
+// once (WaitallInto) or some at a time (WaitsomeInto), allocates nothing for the
+// statuses and indices, where Waitall allocates them at every call.
+func TestIntoAllocates(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's sync.Pool drops engine requests: allocations cannot be counted")
 	}
@@ -393,9 +394,23 @@ func TestWaitallIntoAllocates(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		// Both take the requests' handles from slabs of up to 63 (one allocation per 63).
-		if into > 2*window/63.0+0.5 || fresh < into+1 {
-			return fmt.Errorf("allocations per window of %d requests: WaitallInto %.2f, Waitall %.2f; want WaitallInto's only the handles' slabs, Waitall's one more", 2*window, into, fresh)
+		idx := make([]int, len(reqs))
+		some := testing.AllocsPerRun(200, step(func() error {
+			for left := len(reqs); left > 0; {
+				n, err := mpi.WaitsomeInto(idx, sts, reqs...)
+				if err != nil {
+					return err
+				}
+				left -= n
+			}
+			return nil
+		}))
+		if err != nil {
+			return err
+		}
+		// All take the requests' handles from slabs of up to 63 (one allocation per 63).
+		if into > 2*window/63.0+0.5 || some > 2*window/63.0+0.5 || fresh < into+1 {
+			return fmt.Errorf("allocations per window of %d requests: WaitallInto %.2f, WaitsomeInto %.2f, Waitall %.2f; want WaitallInto's and WaitsomeInto's only the handles' slabs, Waitall's one more", 2*window, into, some, fresh)
 		}
 		return nil
 	})
@@ -489,6 +504,91 @@ func TestWaitsome(t *testing.T) {
 		}
 		if idx, sts, err := mpi.Waitsome(reqs...); idx != nil || sts != nil || err != nil {
 			return fmt.Errorf("Waitsome with nothing active: %v, %v, %v; want nothing", idx, sts, err)
+		}
+		return nil
+	}))
+}
+
+// TestWaitsomeInto: WaitsomeInto and TestsomeInto store the completed requests'
+// indices and statuses at the start of the caller's slices, whatever those held
+// before, or ignore the statuses for a nil slice; slices shorter than the requests
+// are ErrArg and consume nothing; 0 says nothing is active, or (TestsomeInto)
+// nothing completed.
+func TestWaitsomeInto(t *testing.T) {
+	ss := stages([]int{1}, []int{2, 3}, []int{0, 4})
+	mustRun(t, 2, rankFuncs(sender(ss), func(c *mpi.Comm) error {
+		reqs, bufs, err := irecvs(c, 0, -1, 1, 2, 3, 4)
+		if err != nil {
+			return err
+		}
+		tagOf := map[int]int{0: 0, 2: 1, 3: 2, 4: 3, 5: 4} // index -> tag
+		stale := mpi.Status{Source: 99, Tag: 99, Cancelled: true, Err: errors.New("stale")}
+		idx, sts := make([]int, len(reqs)), make([]mpi.Status, len(reqs))
+		refill := func() {
+			for i := range idx {
+				idx[i], sts[i] = -7, stale
+			}
+		}
+		check := func(what string, n int, want []int, withStatuses bool) error {
+			if got := slices.Sorted(slices.Values(idx[:n])); !slices.Equal(got, want) {
+				return fmt.Errorf("%s: indices %v, want %v", what, idx[:n], want)
+			}
+			for k, i := range idx[:n] {
+				if withStatuses {
+					if err := wantRecv(fmt.Sprintf("%s index %d", what, i), sts[k], bufs[i], tagOf[i]); err != nil {
+						return err
+					}
+				} else if bufs[i][0] != 100+tagOf[i] {
+					return fmt.Errorf("%s: index %d received %v, want [%d]", what, i, bufs[i], 100+tagOf[i])
+				}
+				if reqs[i] != nil {
+					return fmt.Errorf("%s left entry %d set", what, i)
+				}
+			}
+			if !slices.Equal(idx[n:], slices.Repeat([]int{-7}, len(idx)-n)) {
+				return fmt.Errorf("%s wrote past its %d indices: %v", what, n, idx)
+			}
+			return nil
+		}
+		var e *mpi.Error
+		if _, err := mpi.WaitsomeInto(idx[:4], sts, reqs...); !errors.As(err, &e) || e.Class != mpi.ErrArg || e.Rank != 1 {
+			return fmt.Errorf("WaitsomeInto with 4 indices for 6 requests: %v; want ErrArg naming rank 1", err)
+		}
+		if _, err := mpi.TestsomeInto(idx, sts[:2], reqs...); !errors.As(err, &e) || e.Class != mpi.ErrArg {
+			return fmt.Errorf("TestsomeInto with 2 statuses for 6 requests: %v; want ErrArg", err)
+		}
+		refill()
+		if n, err := mpi.TestsomeInto(idx, sts, reqs...); n != 0 || err != nil {
+			return fmt.Errorf("TestsomeInto before any send: %d, %v; want 0", n, err)
+		}
+		if err := check("TestsomeInto before any send", 0, nil, true); err != nil {
+			return err
+		}
+		steps := []struct {
+			what  string
+			call  func() (int, error)
+			want  []int // the indices the stage's messages complete
+			withS bool  // statuses stored
+		}{
+			{"WaitsomeInto, statuses ignored", func() (int, error) { return mpi.WaitsomeInto(idx, nil, reqs...) }, []int{2}, false},
+			{"TestsomeInto", func() (int, error) { return mpi.TestsomeInto(idx, sts, reqs...) }, []int{3, 4}, true},
+			{"WaitsomeInto of the last two", func() (int, error) { return mpi.WaitsomeInto(idx, sts, reqs...) }, []int{0, 5}, true},
+		}
+		for i, step := range steps {
+			if err := ss[i].release(); err != nil {
+				return err
+			}
+			refill()
+			n, err := step.call()
+			if err != nil {
+				return err
+			}
+			if err := check(step.what, n, step.want, step.withS); err != nil {
+				return err
+			}
+		}
+		if n, err := mpi.WaitsomeInto(idx, nil, reqs...); n != 0 || err != nil {
+			return fmt.Errorf("WaitsomeInto with nothing active: %d, %v; want 0", n, err)
 		}
 		return nil
 	}))
