@@ -98,7 +98,9 @@ func sweepSizes(reduces bool) []int {
 }
 
 // figure13 is TMPI's Fig. 13 on the three layouts, with the rows:
-// barrier and allreduce of one and of 8192 float64s.
+// barrier and allreduce of one and of 8192 float64s, and the allreduce of 8192
+// float64s by 16 ranks in one proc against the peers' 16 processes (16 ranks'
+// barrier is table2's).
 func figure13() []spec {
 	var s []spec
 	for _, at := range []layout{fourByOne, oneByFour, fourByFour} {
@@ -112,7 +114,7 @@ func figure13() []spec {
 			spec{op: "allreduce", size: 8 * 8192, root: "same", at: at},
 			spec{op: "barrier", root: "same", at: at})
 	}
-	return s
+	return append(s, spec{op: "allreduce", size: 8 * 8192, root: "same", at: layout{16, 1}})
 }
 
 // table2 is FG-MPI's Table II, barrier of P ranks in one proc, and on to 65,536
