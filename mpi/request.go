@@ -477,10 +477,7 @@ func WaitallInto(sts []Status, reqs ...*Request) error {
 	var all []error
 	var ignored Status
 	for i, r := range reqs {
-		st := &ignored
-		if sts != nil {
-			st = &sts[i]
-		}
+		st := statusAt(sts, i, &ignored)
 		if err := r.waitInto(st); err != nil {
 			st.Err = err
 			all = append(all, err)
@@ -762,11 +759,7 @@ func testsome(op string, idx []int, sts []Status, reqs []*Request) (int, error) 
 	n := 0
 	for _, i := range active {
 		if reqs[i].done() {
-			st := &ignored
-			if sts != nil {
-				st = &sts[n]
-			}
-			if err := reqs[i].finishInto(st, nil); err != nil {
+			if err := reqs[i].finishInto(statusAt(sts, n, &ignored), nil); err != nil {
 				all = append(all, err)
 			}
 			idx[n] = i
@@ -782,6 +775,14 @@ func testsome(op string, idx []int, sts []Status, reqs []*Request) (int, error) 
 // without allocating: a window of 64 messages' requests, as the streaming
 // benchmarks' (bench/peers/p2p.c).
 const pendingRoom = 64
+
+// statusAt is where status i goes: sts[i], or ignored when sts is nil.
+func statusAt(sts []Status, i int, ignored *Status) *Status {
+	if sts == nil {
+		return ignored
+	}
+	return &sts[i]
+}
 
 // after is sts past its first status, or nil for statuses ignored.
 func after(sts []Status) []Status {

@@ -548,7 +548,8 @@ func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
 	case k == gatherv && len(send) <= c.wideShare():
 		piece[0] = gathervWide
 		binary.LittleEndian.PutUint16(piece[1:], uint16(len(send)))
-		copy(c.wideArea()[s%ringSize][rank*c.wideShare():], send)
+		c.wideArea() // for widePiece
+		copy(c.widePiece(s, rank, c.wideShare()), send)
 	default:
 		piece[0] = gathervAside
 	}
