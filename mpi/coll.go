@@ -130,7 +130,7 @@ func reduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, op O
 
 // reduceArgs checks a Reduce's arguments and returns its kernel and the calling
 // rank's buffers (no receive buffer but at the root).
-func reduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (fn func(in, inout []byte), sb, rb []byte, err error) {
+func reduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (fn coll.Op, sb, rb []byte, err error) {
 	if err = c.checkRoot(name, root); err != nil {
 		return
 	}
@@ -138,7 +138,7 @@ func reduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op, root i
 }
 
 // reduceBufs is reduceArgs on a checked c and root: the direct path's.
-func reduceBufs[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (fn func(in, inout []byte), sb, rb []byte, err error) {
+func reduceBufs[T Reducible](c *Comm, name string, send, recv []T, op Op, root int) (fn coll.Op, sb, rb []byte, err error) {
 	if fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank); err != nil {
 		return
 	}
@@ -175,7 +175,7 @@ func allreduceOp[T Reducible](o *collOp, c *Comm, name string, send, recv []T, o
 
 // allreduceArgs checks an Allreduce's arguments and returns its kernel and the
 // calling rank's buffers.
-func allreduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn func(in, inout []byte), sb, rb []byte, err error) {
+func allreduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn coll.Op, sb, rb []byte, err error) {
 	if err = c.checkColl(name); err != nil {
 		return
 	}
@@ -183,7 +183,7 @@ func allreduceArgs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn
 }
 
 // allreduceBufs is allreduceArgs on a checked c: the direct path's.
-func allreduceBufs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn func(in, inout []byte), sb, rb []byte, err error) {
+func allreduceBufs[T Reducible](c *Comm, name string, send, recv []T, op Op) (fn coll.Op, sb, rb []byte, err error) {
 	if fn, err = op.kernel(reflect.TypeFor[T](), name, c.rank); err != nil {
 		return
 	}
@@ -203,9 +203,9 @@ func reduction[T Reducible](o *collOp, c *Comm, k coll.Kind, name string, op Op)
 }
 
 // kernelOf checks c for a reduction and returns op's function on elements of T.
-func kernelOf[T Reducible](c *Comm, name string, op Op) (func(in, inout []byte), error) {
+func kernelOf[T Reducible](c *Comm, name string, op Op) (coll.Op, error) {
 	if err := c.checkColl(name); err != nil {
-		return nil, err
+		return coll.Op{}, err
 	}
 	return op.kernel(reflect.TypeFor[T](), name, c.rank)
 }

@@ -51,7 +51,7 @@ func (c *Comm) exchange(l *coll.Comm, k coll.Kind, name string, el, root int, p 
 	if err != nil {
 		return err
 	}
-	return c.collective(l.Exchange(k, c.rank, root, el, nil, p), name)
+	return c.collective(l.Exchange(k, c.rank, root, el, coll.Op{}, p), name)
 }
 
 func gatherOp[T Elem](o *collOp, c *Comm, name string, send, recv []T, root int) error {

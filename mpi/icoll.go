@@ -35,7 +35,7 @@ type collOp struct {
 	name        string // the call, for errors
 	root, el    int    // the root (rooted collectives), the element size in bytes
 	p           coll.Part
-	fn          func(in, inout []byte) // reductions
+	fn          coll.Op // reductions
 	commutative bool
 }
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/weft-mpi/weft/internal/coll"
 	"github.com/weft-mpi/weft/internal/errs"
 )
 
@@ -27,10 +28,11 @@ type Op struct{ d *opDef }
 type opDef struct {
 	name        string
 	commutative bool
-	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte) // predefined: by element kind
-	pairs       map[reflect.Type]func(in, inout []byte)           // MinLoc, MaxLoc: by pair type
-	typ         reflect.Type                                      // NewOp: the element type
-	user        func(in, inout []byte)                            // NewOp: fn on bytes
+	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte)      // predefined: by element kind
+	fused       [reflect.UnsafePointer + 1]func(a, b, c, inout []byte) // Sum, Prod, Min, Max: their coll.Op's Fold3, by element kind
+	pairs       map[reflect.Type]func(in, inout []byte)                // MinLoc, MaxLoc: by pair type
+	typ         reflect.Type                                           // NewOp: the element type
+	user        func(in, inout []byte)                                 // NewOp: fn on bytes
 }
 
 // The predefined operations, as MPI's MPI_SUM, MPI_PROD, ...
@@ -103,27 +105,27 @@ func (op Op) String() string {
 func (op Op) Commutative() bool { return op.d != nil && op.d.commutative }
 
 // kernel returns the function that applies op to buffers of elements of type t.
-func (op Op) kernel(t reflect.Type, call string, rank int) (func(in, inout []byte), error) {
+func (op Op) kernel(t reflect.Type, call string, rank int) (coll.Op, error) {
 	d := op.d
 	switch {
 	case d == nil:
-		return nil, errs.New(errs.Op, call, rank, "the zero Op is not an operation (use Sum, Max, ... or NewOp)")
+		return coll.Op{}, errs.New(errs.Op, call, rank, "the zero Op is not an operation (use Sum, Max, ... or NewOp)")
 	case d.typ != nil && d.typ != t:
-		return nil, errs.New(errs.Op, call, rank, "%s used with elements of type %v; it works only on %v", d.name, t, d.typ)
+		return coll.Op{}, errs.New(errs.Op, call, rank, "%s used with elements of type %v; it works only on %v", d.name, t, d.typ)
 	case d.typ != nil && d.user == nil:
-		return nil, errs.New(errs.Op, call, rank, "%s was made with a nil function", d.name)
+		return coll.Op{}, errs.New(errs.Op, call, rank, "%s was made with a nil function", d.name)
 	case d.typ != nil:
-		return d.user, nil
+		return coll.Op{Fold: d.user}, nil
 	case d.pairs != nil:
 		if f := d.pairs[t]; f != nil {
-			return f, nil
+			return coll.Op{Fold: f}, nil
 		}
-		return nil, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on value-index pairs: the mpi.Pair types of mpi.LocPair)", d.name, t)
+		return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on value-index pairs: the mpi.Pair types of mpi.LocPair)", d.name, t)
 	}
 	if f := d.kernels[t.Kind()]; f != nil {
-		return f, nil
+		return coll.Op{Fold: f, Fold3: d.fused[t.Kind()]}, nil
 	}
-	return nil, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on %s)", d.name, t, domains[d.name])
+	return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on %s)", d.name, t, domains[d.name])
 }
 
 var domains = map[string]string{
@@ -226,13 +228,13 @@ func loc[V integer | float, I integer](in, inout []byte, want int) {
 }
 
 func addArith[T integer | float | cplx](k reflect.Kind) {
-	Sum.d.kernels[k] = sum[T]
-	Prod.d.kernels[k] = prod[T]
+	Sum.d.kernels[k], Sum.d.fused[k] = sum[T], sum3[T]
+	Prod.d.kernels[k], Prod.d.fused[k] = prod[T], prod3[T]
 }
 
 func addOrdered[T integer | float](k reflect.Kind) {
-	Min.d.kernels[k] = least[T]
-	Max.d.kernels[k] = most[T]
+	Min.d.kernels[k], Min.d.fused[k] = least[T], least3[T]
+	Max.d.kernels[k], Max.d.fused[k] = most[T], most3[T]
 }
 
 func addFloat[T float](k reflect.Kind) {
@@ -269,6 +271,46 @@ func sum[T integer | float | cplx](in, inout []byte) {
 	a, b := views[T](in, inout)
 	for i := range b {
 		b[i] = a[i] + b[i]
+	}
+}
+
+// views3 is views of a fused fold's buffers: a, b and c cut to inout's length.
+func views3[T any](a, b, c, inout []byte) (x, y, z, w []T) {
+	x, w = views[T](a, inout)
+	y, _ = views[T](b, inout)
+	z, _ = views[T](c, inout)
+	return x, y, z, w
+}
+
+// The fused folds of the operations whose long reductions are common: each
+// computes inout = a op (b op (c op inout)), the expression the kernel's folds
+// of c, b and a compute, so that the result is the same to the bit.
+
+func sum3[T integer | float | cplx](a, b, c, inout []byte) {
+	x, y, z, w := views3[T](a, b, c, inout)
+	for i := range w {
+		w[i] = x[i] + (y[i] + (z[i] + w[i]))
+	}
+}
+
+func prod3[T integer | float | cplx](a, b, c, inout []byte) {
+	x, y, z, w := views3[T](a, b, c, inout)
+	for i := range w {
+		w[i] = x[i] * (y[i] * (z[i] * w[i]))
+	}
+}
+
+func least3[T integer | float](a, b, c, inout []byte) {
+	x, y, z, w := views3[T](a, b, c, inout)
+	for i := range w {
+		w[i] = min(x[i], min(y[i], min(z[i], w[i])))
+	}
+}
+
+func most3[T integer | float](a, b, c, inout []byte) {
+	x, y, z, w := views3[T](a, b, c, inout)
+	for i := range w {
+		w[i] = max(x[i], max(y[i], max(z[i], w[i])))
 	}
 }
 

@@ -160,26 +160,26 @@ func (p *Part) recvCount(j int) int {
 // of this file): the mpi package's one entry to them, a method of a concrete type,
 // so that the caller's Part stays on its stack (called through an interface, it
 // escaped to the heap: 4 allocations a call).
-func (c *Comm) Exchange(k Kind, rank, root, elem int, fn func(in, inout []byte), p *Part) error {
+func (c *Comm) Exchange(k Kind, rank, root, elem int, op Op, p *Part) error {
 	switch k {
 	case scatter:
 		return c.Scatter(rank, p, elem, root)
 	case scatterv:
 		return c.Scatterv(rank, p, elem, root)
 	}
-	return c.exchange(k, rank, root, elem, fn, p)
+	return c.exchange(k, rank, root, elem, op, p)
 }
 
 // Gather: every rank's Send goes to block rank of the root's receive buffer (the
 // root's RecvBlock or RecvCounts/RecvDispls); Recv is ignored elsewhere. A rank
 // sending more than the root's block for it gets ErrTruncate, fewer ErrCount.
 func (c *Comm) Gather(rank int, p *Part, elem, root int) error {
-	return c.exchange(gather, rank, root, elem, nil, p)
+	return c.exchange(gather, rank, root, elem, Op{}, p)
 }
 
 // Gatherv is Gather with the root's RecvCounts and RecvDispls.
 func (c *Comm) Gatherv(rank int, p *Part, elem, root int) error {
-	return c.exchange(gatherv, rank, root, elem, nil, p)
+	return c.exchange(gatherv, rank, root, elem, Op{}, p)
 }
 
 // Scatter: block j of the root's Send goes to the start of rank j's Recv, which
@@ -196,7 +196,7 @@ func (c *Comm) Scatter(rank int, p *Part, elem, root int) error {
 	case c.litCopy(rank, scatter, p.Recv, elem, root):
 		return nil
 	}
-	return c.exchange(scatter, rank, root, elem, nil, p)
+	return c.exchange(scatter, rank, root, elem, Op{}, p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls. Blocks that are a
@@ -211,7 +211,7 @@ func (c *Comm) Scatterv(rank int, p *Part, elem, root int) error {
 	case c.litCopy(rank, scatterv, p.Recv, elem, root):
 		return nil
 	}
-	return c.exchange(scatterv, rank, root, elem, nil, p)
+	return c.exchange(scatterv, rank, root, elem, Op{}, p)
 }
 
 // scatterRoot takes the root of a small Scatter(v) through the ring slot (lit.go)
@@ -248,46 +248,46 @@ func evenBlocks(p *Part) int {
 
 // Allgather: every rank's Send goes to block rank of every rank's Recv.
 func (c *Comm) Allgather(rank int, p *Part, elem int) error {
-	return c.exchange(allgather, rank, 0, elem, nil, p)
+	return c.exchange(allgather, rank, 0, elem, Op{}, p)
 }
 
 // Allgatherv is Allgather with every rank's RecvCounts and RecvDispls.
 func (c *Comm) Allgatherv(rank int, p *Part, elem int) error {
-	return c.exchange(allgatherv, rank, 0, elem, nil, p)
+	return c.exchange(allgatherv, rank, 0, elem, Op{}, p)
 }
 
 // Alltoall: block j of rank i's Send goes to block i of rank j's Recv.
 func (c *Comm) Alltoall(rank int, p *Part, elem int) error {
-	return c.exchange(alltoall, rank, 0, elem, nil, p)
+	return c.exchange(alltoall, rank, 0, elem, Op{}, p)
 }
 
 // Alltoallv is Alltoall with every rank's send and receive counts and displacements.
 func (c *Comm) Alltoallv(rank int, p *Part, elem int) error {
-	return c.exchange(alltoallv, rank, 0, elem, nil, p)
+	return c.exchange(alltoallv, rank, 0, elem, Op{}, p)
 }
 
 // Scan: the first len(Send) bytes of rank r's Recv get send(0) op (send(1) op (...
 // op send(r))). Every rank's Send must have rank 0's length.
-func (c *Comm) Scan(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(scan, rank, 0, elem, fn, p)
+func (c *Comm) Scan(rank int, p *Part, elem int, op Op) error {
+	return c.exchange(scan, rank, 0, elem, op, p)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not written.
-func (c *Comm) Exscan(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(exscan, rank, 0, elem, fn, p)
+func (c *Comm) Exscan(rank int, p *Part, elem int, op Op) error {
+	return c.exchange(exscan, rank, 0, elem, op, p)
 }
 
 // ReduceScatterBlock: rank r's Recv block 0 gets the reduction, in rank order, of
 // block r of every rank's Send (SendBlock bytes each, the same on every rank).
-func (c *Comm) ReduceScatterBlock(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(reduceScatterBlock, rank, 0, elem, fn, p)
+func (c *Comm) ReduceScatterBlock(rank int, p *Part, elem int, op Op) error {
+	return c.exchange(reduceScatterBlock, rank, 0, elem, op, p)
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes: rank r's Recv
 // gets the reduction of block r of every rank's Send (SendCounts, SendDispls), which
 // every rank must give alike.
-func (c *Comm) ReduceScatter(rank int, p *Part, elem int, fn func(in, inout []byte)) error {
-	return c.exchange(reduceScatter, rank, 0, elem, fn, p)
+func (c *Comm) ReduceScatter(rank int, p *Part, elem int, op Op) error {
+	return c.exchange(reduceScatter, rank, 0, elem, op, p)
 }
 
 // exchangeEager and exchangeEagerRanks bound a small exchange: one of at most that
@@ -310,21 +310,21 @@ const (
 // into each call, its 160 bytes were a tenth of a small Scan or Gather on one
 // processor (4 ranks, 8 bytes, GOMAXPROCS=1: Scan 0.369 -> 0.33 µs, Gather
 // 0.240 -> 0.214).
-func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte), p *Part) error {
+func (c *Comm) exchange(k kind, rank, root, elem int, op Op, p *Part) error {
 	if c.n == 1 {
 		x := &exchange{shares: []share{{Part: *p}}}
 		if f := c.agree(k, x, root, elem); f != nil {
 			f.Rank = rank
 			return f
 		}
-		if f := c.part(k, x, rank, root, fn); f != nil {
+		if f := c.part(k, x, rank, root, op); f != nil {
 			f.Rank = rank
 			return f
 		}
 		return nil
 	}
 	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(k, c.pieceWidth(k, p.Send, p), elem) {
-		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, fn, p); ok {
+		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, op.Fold, p); ok {
 			return err
 		}
 	}
@@ -336,7 +336,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 			width = len(p.Send) // the slab's pieces: see gatherSmall, scanSmall and allSmall
 		}
 	}
-	e := c.take(rank, k, root, elem, fn, width)
+	e := c.take(rank, k, root, elem, op, width)
 	if e == nil {
 		return ErrAborted
 	}
@@ -390,7 +390,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, fn func(in, inout []byte),
 	case k == scan || k == exscan:
 		c.scanColumns(e, x, k)
 	case e.enter():
-		f := c.part(k, x, rank, root, e.fn)
+		f := c.part(k, x, rank, root, e.op)
 		e.exit()
 		if f != nil {
 			e.fail(f)
@@ -478,7 +478,7 @@ func (c *Comm) exchangeSmall(e *episode, x *exchange, k kind, rank, root, elem i
 	if !ok || e.fault.Load() != nil {
 		return c.outcome(e, rank, ok)
 	}
-	if f := c.part(k, x, rank, root, e.fn); f != nil {
+	if f := c.part(k, x, rank, root, e.op); f != nil {
 		e.fail(f)
 	}
 	return c.outcome(e, rank, true)
@@ -677,7 +677,7 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) (err error
 	acc := p.Recv[:w]
 	copy(acc, e.slab[top*w:(top+1)*w])
 	for j := top - 1; j >= 0; j-- {
-		e.fn(e.slab[j*w:(j+1)*w], acc)
+		e.op.Fold(e.slab[j*w:(j+1)*w], acc)
 	}
 	return c.outcome(e, rank, true)
 }
@@ -761,7 +761,7 @@ func mismatch(k kind, elem, from, to, sent, room int) *errs.Error {
 // part does the calling rank's share of the copies or of the reduction: a Gather's
 // senders push their blocks into the root's buffer, the other data movers pull
 // theirs.
-func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byte)) (fault *errs.Error) {
+func (c *Comm) part(k kind, x *exchange, rank, root int, op Op) (fault *errs.Error) {
 	ps, me := x.shares, &x.shares[rank]
 	switch k {
 	case gather, gatherv:
@@ -778,7 +778,7 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byt
 			move(me.recvBlock(j), ps[j].sendBlock(rank))
 		}
 	case scan, exscan: // a communicator of one rank (more cut theirs into columns)
-		return column(k, ps, 0, len(me.Send), fn)
+		return column(k, ps, 0, len(me.Send), op)
 	case reduceScatterBlock, reduceScatter:
 		defer func() {
 			if p := recover(); p != nil {
@@ -787,9 +787,7 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, fn func(in, inout []byt
 		}()
 		acc := me.Recv[:me.sendCount(rank)]
 		move(acc, ps[len(ps)-1].sendBlock(rank))
-		for j := len(ps) - 2; j >= 0; j-- {
-			fn(ps[j].sendBlock(rank), acc)
-		}
+		op.FoldDown(func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps)-1, acc)
 	}
 	return nil
 }
@@ -815,7 +813,7 @@ func (c *Comm) scanColumns(e *episode, x *exchange, k kind) {
 		if at >= length || e.fault.Load() != nil || !e.enter() {
 			return
 		}
-		f := column(k, x.shares, at, min(at+size, length), e.fn)
+		f := column(k, x.shares, at, min(at+size, length), e.op)
 		e.exit()
 		if f != nil {
 			e.fail(f)
@@ -825,8 +823,8 @@ func (c *Comm) scanColumns(e *episode, x *exchange, k kind) {
 }
 
 // column computes bytes [at, end) of every rank's result of a Scan or Exscan (k),
-// in rank order. A panic of fn is the fault.
-func column(k kind, ps []share, at, end int, fn func(in, inout []byte)) (err *errs.Error) {
+// in rank order. A panic of op is the fault.
+func column(k kind, ps []share, at, end int, op Op) (err *errs.Error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = opPanic(k.String(), p)
@@ -840,7 +838,7 @@ func column(k kind, ps []share, at, end int, fn func(in, inout []byte)) (err *er
 		acc := ps[r].Recv[at:end]
 		copy(acc, ps[r-lag].Send[at:end])
 		if r > lag { // the previous result, then the contribution (fold's rank order)
-			fn(ps[r-1].Recv[at:end], acc)
+			op.Fold(ps[r-1].Recv[at:end], acc)
 		}
 	}
 	return nil

@@ -36,14 +36,42 @@ const (
 	reduceEagerAll = 16 << 10
 )
 
+// Op is a reduction's operation on whole elements, as bytes. Fold computes
+// inout = in op inout. Fold3, which Sum, Prod, Min and Max have, computes
+// inout = a op (b op (c op inout)) in one pass, as Fold of c, b, then a would: a
+// long reduction's vectors are then read three at a time instead of in a pass
+// each: 4 ranks' Reduce of 256 KiB of doubles spent nearly three quarters of its
+// time in the folds, and took 79-92 µs against 64-67 with Fold3. The small
+// reductions (the slot, an episode's slab) fold with Fold alone: there the
+// fused call cost more instructions than it saved.
+type Op struct {
+	Fold  func(in, inout []byte)
+	Fold3 func(a, b, c, inout []byte)
+}
+
+// FoldDown folds pieces top-1 down to 0 into acc, which holds the fold of the
+// pieces after them: acc = piece(0) op (piece(1) op (... op acc)), with Fold3
+// while three pieces are left.
+func (o Op) FoldDown(piece func(r int) []byte, top int, acc []byte) {
+	r := top - 1
+	if o.Fold3 != nil {
+		for ; r >= 2; r -= 3 {
+			o.Fold3(piece(r-2), piece(r-1), piece(r), acc)
+		}
+	}
+	for ; r >= 0; r-- {
+		o.Fold(piece(r), acc)
+	}
+}
+
 // scratch holds a piece of the root's contribution while an in-place reduction
 // overwrites it.
 var scratch = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
 
 // Reduce combines the ranks' send buffers element by element into the root's recv:
-// recv = send(0) op (send(1) op (... op send(n-1))), fn(in, inout) computing
-// inout = in op inout on whole elements of elem bytes. fn may be called several
-// times on pieces of the vectors, by any rank; it is applied in rank order, so an
+// recv = send(0) op (send(1) op (... op send(n-1))), op's functions computing on
+// whole elements of elem bytes. They may be called several times on pieces of the
+// vectors, by any rank; they are applied in rank order, so an
 // associative but non-commutative op gets MPI's result. At the root, send and recv
 // may be the same slice (in place: recv holds the root's contribution); recv must be
 // at least as long as send there, and is ignored elsewhere. Send buffers are only
@@ -51,22 +79,22 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return 
 // reduceEager bytes, or reduceEagerAll in all, every rank but the root at once,
 // having copied it); every rank whose length differs from the root's, and every
 // other rank still in the call, gets an ErrCount error.
-func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte), root int) error {
+func (c *Comm) Reduce(rank int, send, recv []byte, elem int, op Op, root int) error {
 	if rank != root {
 		recv = nil
 	}
-	return c.reduce(reduce, rank, root, send, recv, elem, fn)
+	return c.reduce(reduce, rank, root, send, recv, elem, op)
 }
 
 // Allreduce is Reduce with the result in every rank's recv. Each rank's send and
 // recv may be the same slice (in place). Lengths are compared with rank 0's (in a
 // small one on ranks that spin, with the first rank to arrive's: the fault names
 // two ranks whose lengths differ).
-func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn func(in, inout []byte)) error {
-	return c.reduce(allreduce, rank, 0, send, recv, elem, fn)
+func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, op Op) error {
+	return c.reduce(allreduce, rank, 0, send, recv, elem, op)
 }
 
-func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte)) error {
+func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, op Op) error {
 	if c.n == 1 {
 		if unsafe.SliceData(send) != unsafe.SliceData(recv) {
 			copy(recv, send)
@@ -74,7 +102,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 		return nil
 	}
 	if (k == reduce || c.spin > 0) && c.slotFits(k, len(send), elem) { // see slotEveryone
-		if ok, err := c.reduceInSlot(k, rank, root, send, recv, elem, fn, nil); ok {
+		if ok, err := c.reduceInSlot(k, rank, root, send, recv, elem, op.Fold, nil); ok {
 			return err
 		}
 	}
@@ -82,7 +110,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn fu
 	if k == reduce && (len(send) <= reduceEager || c.n*len(send) <= reduceEagerAll) || k == allreduce && c.spin > 0 && c.n*len(send) <= nearBytes {
 		width = len(send)
 	}
-	e := c.join(rank, k, root, elem, fn, width)
+	e := c.join(rank, k, root, elem, op, width)
 	if e == nil {
 		return ErrAborted
 	}
@@ -204,13 +232,15 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 		copy(saved, acc)
 		copy(acc, view(c.ranks[n-1].src))
 	}
-	for r := n - 2; r >= 0; r-- {
-		in := saved
-		if r != e.target || saved == nil {
-			in = src(r)
+	if saved != nil { // the target's own contribution is the copy aside
+		src = func(r int) []byte {
+			if r == e.target {
+				return saved
+			}
+			return view(c.ranks[r].src)
 		}
-		e.fn(in, acc)
 	}
+	e.op.FoldDown(src, n-1, acc)
 	if e.kind == allreduce {
 		for r := range n {
 			if r != e.target {
@@ -329,7 +359,7 @@ func (c *Comm) foldSmall(e *episode, rank int, send, recv []byte) (err *errs.Err
 	if e.kind == reduce {
 		copy(e.slab[rank*w:], send) // the root's piece of the slab is free, and recv may be send
 	}
-	return fold(e.kind, func(r int) []byte { return e.slab[r*w : (r+1)*w] }, c.n, w, recv, e.fn)
+	return fold(e.kind, func(r int) []byte { return e.slab[r*w : (r+1)*w] }, c.n, w, recv, e.op.Fold)
 }
 
 // fold folds n pieces of w bytes, piece(0) to piece(n-1), into recv in rank order:

@@ -16,12 +16,26 @@ import (
 )
 
 // matmul multiplies 2x2 byte matrices (mod 256), inout = in x inout: associative
-// but not commutative, so the result shows the order in which ranks were folded.
-func matmul(in, inout []byte) {
+// but not commutative, so the result shows the order in which ranks were folded,
+// in threes (Fold3) as one by one (plainMatmul).
+var matmul = Op{Fold: mul, Fold3: mul3}
+
+// plainMatmul is matmul as a user's operation: no fused fold.
+var plainMatmul = Op{Fold: mul}
+
+// mul is matmul's fold.
+func mul(in, inout []byte) {
 	for i := 0; i+4 <= len(inout); i += 4 {
 		a, b := in[i:i+4], inout[i:i+4]
 		b[0], b[1], b[2], b[3] = a[0]*b[0]+a[1]*b[2], a[0]*b[1]+a[1]*b[3], a[2]*b[0]+a[3]*b[2], a[2]*b[1]+a[3]*b[3]
 	}
+}
+
+// mul3 is matmul's fused fold: inout = a x (b x (c x inout)).
+func mul3(a, b, c, inout []byte) {
+	mul(c, inout)
+	mul(b, inout)
+	mul(a, inout)
 }
 
 // matrix is rank r's contribution: a matrix that commutes with no other rank's.
@@ -31,7 +45,7 @@ func matrix(r int) []byte { return []byte{byte(r + 1), 1, 1, 0} }
 func inOrder(n int) []byte {
 	acc := matrix(n - 1)
 	for r := n - 2; r >= 0; r-- {
-		matmul(matrix(r), acc)
+		mul(matrix(r), acc)
 	}
 	return acc
 }
@@ -178,7 +192,10 @@ func race(t *testing.T, c *Comm, rounds int, step func(c *Comm, r, i int) error)
 	}
 }
 
-func sum(in, inout []byte) {
+// sum adds bytes (mod 256).
+var sum = Op{Fold: add}
+
+func add(in, inout []byte) {
 	for i := range inout {
 		inout[i] += in[i]
 	}
@@ -600,11 +617,11 @@ func TestScanColumns(t *testing.T) {
 	prefix := func(top int) []byte {
 		acc := contribution(top)
 		for r := top - 1; r >= 0; r-- {
-			matmul(contribution(r), acc)
+			mul(contribution(r), acc)
 		}
 		return acc
 	}
-	run := func(c *Comm, n int, k kind, fn func(in, inout []byte)) ([][]byte, []error) {
+	run := func(c *Comm, n int, k kind, fn Op) ([][]byte, []error) {
 		recvs, fails := make([][]byte, n), make([]error, n)
 		var wg sync.WaitGroup
 		for r := range n {
@@ -682,9 +699,9 @@ func TestScanColumns(t *testing.T) {
 					if calls.Add(1) == int64(1+lap%5) {
 						panic("a fold")
 					}
-					matmul(in, inout)
+					mul(in, inout)
 				}
-				_, fails := run(c, n, scan, panicky)
+				_, fails := run(c, n, scan, Op{Fold: panicky})
 				for r, err := range fails {
 					var e *errs.Error
 					if !errors.As(err, &e) || e.Class != errs.Op || !strings.Contains(e.Detail, "a fold") {
@@ -746,11 +763,107 @@ func TestReduceEagerAll(t *testing.T) {
 			}
 			want := contribution(lap, n-1)
 			for r := n - 2; r >= 0; r-- {
-				matmul(contribution(lap, r), want)
+				mul(contribution(lap, r), want)
 			}
 			if !bytes.Equal(recv, want) {
 				t.Fatalf("%d ranks, lap %d, root %d: the result differs from the fold in rank order", n, lap, root)
 			}
+		}
+	}
+}
+
+// TestFoldInThrees: a long Reduce, Allreduce and ReduceScatterBlock, whose
+// pieces the ranks combine, fold in rank order with an operation's fused fold
+// (three ranks at a time) as without one, at every root and in place or not, for
+// counts of ranks that leave none, one or two ranks after the threes.
+func TestFoldInThrees(t *testing.T) {
+	const length = chunkBytes + 4*5 // a whole piece and a short one
+	contribution := func(r int) []byte {
+		b := make([]byte, length)
+		for i := 0; i < length; i += 4 {
+			copy(b[i:], []byte{byte(r + 1 + i/4%7), 1, 1, byte(i / 4 % 2)})
+		}
+		return b
+	}
+	for _, n := range []int{2, 3, 4, 5, 6, 8} {
+		want := contribution(n - 1)
+		for r := n - 2; r >= 0; r-- {
+			mul(contribution(r), want)
+		}
+		c := New(NewJob(), n, 0)
+		var threes atomic.Int64 // fused folds: every one the combining ranks can make from 4 ranks on
+		counted := Op{Fold: mul, Fold3: func(a, b, c, inout []byte) { threes.Add(1); mul3(a, b, c, inout) }}
+		for _, op := range []Op{counted, plainMatmul} {
+			fused := op.Fold3 != nil
+			check := func(what string, r int, got []byte, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%d ranks, fused %v, %s: rank %d: %v", n, fused, what, r, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%d ranks, fused %v, %s: rank %d's result differs from the fold in rank order", n, fused, what, r)
+				}
+			}
+			threesUsed := func(what string) {
+				t.Helper()
+				if used, can := threes.Swap(0) > 0, fused && n >= 4; used != can {
+					t.Fatalf("%d ranks, fused %v, %s: fused folds used %v, want %v", n, fused, what, used, can)
+				}
+			}
+			for root := range n {
+				for _, inPlace := range []bool{false, true} {
+					recv := make([]byte, length)
+					var wg sync.WaitGroup
+					fails := make([]error, n)
+					for r := range n {
+						wg.Go(func() {
+							send, out := contribution(r), []byte(nil)
+							if r == root {
+								out = recv
+								if inPlace {
+									copy(out, send)
+									send = out
+								}
+							}
+							fails[r] = c.Reduce(r, send, out, 4, op, root)
+						})
+					}
+					wg.Wait()
+					what := fmt.Sprintf("Reduce to %d, in place %v", root, inPlace)
+					check(what, root, recv, errors.Join(fails...))
+					threesUsed(what)
+				}
+			}
+			recvs, fails := make([][]byte, n), make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				wg.Go(func() {
+					recvs[r] = contribution(r)
+					send := recvs[r] // in place on the odd ranks
+					if r%2 == 0 {
+						send = contribution(r)
+					}
+					fails[r] = c.Allreduce(r, send, recvs[r], 4, op)
+				})
+			}
+			wg.Wait()
+			for r := range n {
+				check("Allreduce", r, recvs[r], fails[r])
+			}
+			threesUsed("Allreduce")
+			// ReduceScatterBlock: rank r's block j is contribution(r)'s, so that every
+			// rank's result is want.
+			for r := range n {
+				wg.Go(func() {
+					p := &Part{Send: bytes.Repeat(contribution(r), n), Recv: make([]byte, length), SendBlock: length}
+					fails[r], recvs[r] = c.ReduceScatterBlock(r, p, 4, op), p.Recv
+				})
+			}
+			wg.Wait()
+			for r := range n {
+				check("ReduceScatterBlock", r, recvs[r], fails[r])
+			}
+			threesUsed("ReduceScatterBlock")
 		}
 	}
 }

@@ -339,7 +339,7 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 	need := uint64(1)<<pieces - 1
 	over := func() bool { v := r.lit.Load(); return v&need == need || v&slotFault != 0 }
 	if !over() && !c.poll(over) || r.lit.Load()&slotFault != 0 {
-		e := c.take(rank, slotWait, root, 0, nil, -1)
+		e := c.take(rank, slotWait, root, 0, Op{}, -1)
 		if e == nil {
 			return ErrAborted
 		}
@@ -390,7 +390,7 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 // episode s's slot, in the episode where the ranks wait (made here if none has made
 // it yet: they find it once they see the word flagged), and flags the word.
 func (c *Comm) slotFail(rank int, s uint64, err *errs.Error) {
-	if e := c.take(rank, slotWait, 0, 0, nil, -1); e != nil {
+	if e := c.take(rank, slotWait, 0, 0, Op{}, -1); e != nil {
 		e.fail(err)
 	}
 	r := &c.ring[s%ringSize]
@@ -560,7 +560,7 @@ func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
 // no rank has made it, before the rank sets its bit: the root, which sees the bit,
 // finds the episode and the block. It reports false if the job ended meanwhile.
 func (c *Comm) setAside(rank int, s uint64, send []byte) bool {
-	e := c.take(rank, slotWait, 0, 0, nil, -1)
+	e := c.take(rank, slotWait, 0, 0, Op{}, -1)
 	if e == nil {
 		return false
 	}

@@ -39,7 +39,7 @@ func TestReduceInSlot(t *testing.T) {
 		for i, b := range got {
 			want := make([]byte, len(piece(0, i)))
 			for r := range n {
-				sum(piece(r, i), want)
+				add(piece(r, i), want)
 			}
 			if string(b) != string(want) {
 				t.Fatalf("spin %v, call %d: root %d got %v, want %v", spin, i, i%n, b, want)
@@ -441,7 +441,7 @@ func TestExchangeInSlot(t *testing.T) {
 	block := func(r, j int) []byte { // block j of rank r's ReduceScatterBlock: matrix(r) to the power j+1
 		m := matrix(r)
 		for range j {
-			matmul(matrix(r), m)
+			mul(matrix(r), m)
 		}
 		return m
 	}
@@ -455,7 +455,7 @@ func TestExchangeInSlot(t *testing.T) {
 		}
 		want := block(n-1, r)
 		for j := n - 2; j >= 0; j-- {
-			matmul(block(j, r), want)
+			mul(block(j, r), want)
 		}
 		if string(p.Recv) != string(want) {
 			return fmt.Errorf("ReduceScatterBlock %d: rank %d got %v, want %v", i, r, p.Recv, want)
@@ -799,7 +799,7 @@ func TestWideSlot(t *testing.T) {
 	folded := func(from, to, i, w int) []byte {
 		acc := piece(to, i, w)
 		for r := to - 1; r >= from; r-- {
-			matmul(piece(r, i, w), acc)
+			mul(piece(r, i, w), acc)
 		}
 		return acc
 	}

@@ -22,7 +22,7 @@ func BenchmarkLoop(b *testing.B) {
 			{"barrier", func(c *Comm, rank int, _ []byte) error { return c.Barrier(rank) }},
 			{"bcast", func(c *Comm, rank int, buf []byte) error { return c.Bcast(rank, buf, 8, 0) }},
 			{"allreduce", func(c *Comm, rank int, buf []byte) error {
-				return c.Allreduce(rank, one, buf, 8, func(in, inout []byte) { inout[0] += in[0] }, true)
+				return c.Allreduce(rank, one, buf, 8, coll.Op{Fold: func(in, inout []byte) { inout[0] += in[0] }}, true)
 			}},
 		} {
 			b.Run(fmt.Sprintf("procs=%d/%s", procs, c.name), func(b *testing.B) {
@@ -60,7 +60,7 @@ func BenchmarkLoop(b *testing.B) {
 // the network device. One op is one collective of every rank.
 func BenchmarkHost(b *testing.B) {
 	const procs = 4
-	sum := func(in, inout []byte) { inout[0] += in[0] }
+	sum := coll.Op{Fold: func(in, inout []byte) { inout[0] += in[0] }}
 	for _, c := range []struct {
 		name string
 		fn   func(c *Comm, rank int, send, recv []byte) error

@@ -41,9 +41,6 @@ import (
 // reaches the procs below it in the tree. When every proc is on one host, the
 // leaders meet in a segment of memory they share instead (host mode, host.go).
 
-// Fn is a reduction: inout = in op inout, element by element.
-type Fn = func(in, inout []byte)
-
 // ring is how many calls' parts (see meet) a communicator keeps: a rank writes its
 // part of a call only once every rank of its proc is done with the call ring
 // calls before, since no rank leaves a call with parts before the others.
@@ -183,12 +180,12 @@ type call struct {
 	k          kind
 	rank, lr   int // in the communicator, and among this proc's ranks
 	root, elem int
-	seq        uint64 // the collective's number on the communicator
-	sig        uint64 // names the call to other procs: kind, root, element size
-	fn         Fn     // the reduction of Scan, Exscan, ReduceScatterBlock (more.go)
-	alarmed    bool   // the leader sent its alarm
-	logged     bool   // host mode: send and recv go through the call's entries (hostlog.go)
-	split      error  // the proc's ranks made different calls: see sameCall
+	seq        uint64  // the collective's number on the communicator
+	sig        uint64  // names the call to other procs: kind, root, element size
+	fn         coll.Op // the reduction of Scan, Exscan, ReduceScatterBlock (more.go)
+	alarmed    bool    // the leader sent its alarm
+	logged     bool    // host mode: send and recv go through the call's entries (hostlog.go)
+	split      error   // the proc's ranks made different calls: see sameCall
 }
 
 func (c *Comm) start(rank int, k kind, root, elem int) call {
@@ -454,7 +451,7 @@ func (o *call) bcast(root int, data []byte, err error) ([]byte, error) {
 // [me+mask, me+2*mask) and computes acc op child. Rooted at 0 that is proc
 // order, which a non-commutative fn needs. The root ends with the fold of every
 // proc's acc; the others return nil data.
-func (o *call) reduce(root int, acc []byte, fn Fn, err error) ([]byte, error) {
+func (o *call) reduce(root int, acc []byte, fn coll.Op, err error) ([]byte, error) {
 	if err == coll.ErrAborted {
 		return nil, err
 	}
@@ -523,7 +520,7 @@ const exchangeMax = 64 << 10
 // fold of a block of procs twice as long after each round; at the end the odd
 // ones hand the whole back. A fault travels in place of data, and reaches every
 // leader, since every fold depends on every proc.
-func (o *call) exchange(acc []byte, fn Fn, err error) ([]byte, error) {
+func (o *call) exchange(acc []byte, fn coll.Op, err error) ([]byte, error) {
 	p, me := len(o.c.procs), o.c.me
 	pof2 := 1
 	for 2*pof2 <= p {
@@ -602,13 +599,20 @@ func (o *call) lengths(a, la, b, lb int) *errs.Error {
 
 // combine computes inout = in op inout, turning a panic of the user's function
 // into an error.
-func (o *call) combine(fn Fn, in, inout []byte) (err error) {
+func (o *call) combine(fn coll.Op, in, inout []byte) error {
+	return o.combineDown(fn, func(int) []byte { return in }, 1, inout)
+}
+
+// combineDown folds pieces top-1 down to 0 into acc, which holds the fold of the
+// pieces after them (coll.Op.FoldDown: three at a time where it can), turning a
+// panic of the user's function into an error.
+func (o *call) combineDown(fn coll.Op, piece func(p int) []byte, top int, acc []byte) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = o.fault(errs.Op, errs.None, "the reduction function panicked: %v", p)
 		}
 	}()
-	fn(in, inout)
+	fn.FoldDown(piece, top, acc)
 	return nil
 }
 
@@ -785,17 +789,17 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 // otherwise every proc's contributions go to proc index 0, which folds them all
 // in rank order. Only the root waits for the result: the other ranks leave once
 // their part is in, and learn only of the faults their own steps find.
-func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool, root int) error {
+func (c *Comm) Reduce(rank int, send, recv []byte, elem int, fn coll.Op, commutative bool, root int) error {
 	return c.reduce(coll.KindReduce, rank, root, send, recv, elem, fn, commutative)
 }
 
 // Allreduce is Reduce with the result in every rank's recv: the leaders broadcast
 // it from proc index 0.
-func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn Fn, commutative bool) error {
+func (c *Comm) Allreduce(rank int, send, recv []byte, elem int, fn coll.Op, commutative bool) error {
 	return c.reduce(coll.KindAllreduce, rank, 0, send, recv, elem, fn, commutative)
 }
 
-func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn Fn, commutative bool) error {
+func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn coll.Op, commutative bool) error {
 	o := c.start(rank, k, root, elem)
 	o.arrive()
 	folds := c.consecutive || commutative // the leaders can fold in proc order
@@ -906,16 +910,14 @@ func (o *call) blocks(blobs [][]byte, m int) (func(r int) []byte, error) {
 }
 
 // fold combines every rank's contribution (m bytes each), in rank order.
-func (o *call) fold(blobs [][]byte, m int, fn Fn) ([]byte, error) {
+func (o *call) fold(blobs [][]byte, m int, fn coll.Op) ([]byte, error) {
 	at, err := o.blocks(blobs, m)
 	if err != nil {
 		return nil, err
 	}
 	acc := slices.Clone(at(o.c.n - 1))
-	for r := o.c.n - 2; r >= 0; r-- {
-		if err := o.combine(fn, at(r), acc); err != nil {
-			return nil, err
-		}
+	if err := o.combineDown(fn, at, o.c.n-1, acc); err != nil {
+		return nil, err
 	}
 	return acc, nil
 }

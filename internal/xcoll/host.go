@@ -384,7 +384,7 @@ func (o *call) hostBcastInto(root int, buf []byte) error {
 // same bits. A Reduce's part that does not fit an entry goes on the channel,
 // to the root's proc; an Allreduce's goes through the segment's large areas
 // (bigAllreduce), which every proc knows to use since it reads every entry.
-func (o *call) hostFold(root int, acc []byte, fn Fn, err error) ([]byte, error) {
+func (o *call) hostFold(root int, acc []byte, fn coll.Op, err error) ([]byte, error) {
 	if err == coll.ErrAborted {
 		return nil, err
 	}
@@ -646,14 +646,12 @@ func (o *call) sameLengths(lens []int) error {
 
 // foldParts returns parts[0] op parts[1] op ... (all of one length) in a new
 // buffer.
-func (o *call) foldParts(parts [][]byte, fn Fn) ([]byte, error) {
+func (o *call) foldParts(parts [][]byte, fn coll.Op) ([]byte, error) {
 	last := len(parts) - 1
 	total := o.c.host.scratch(1, len(parts[last]))
 	copy(total, parts[last])
-	for p := last - 1; p >= 0; p-- {
-		if err := o.combine(fn, parts[p], total); err != nil {
-			return nil, err
-		}
+	if err := o.combineDown(fn, func(p int) []byte { return parts[p] }, last, total); err != nil {
+		return nil, err
 	}
 	return total, nil
 }

@@ -269,13 +269,13 @@ func TestHostLargeParts(t *testing.T) {
 					panic("boom")
 				}
 			}
-			firstFn(in, inout)
+			first(in, inout)
 		}
 		send := make([]byte, 2*chunk)
 		if r == 0 {
 			send[len(send)-2] = 0xee // in the last slice: proc index 2 folds it
 		}
-		err = c.Allreduce(r, send, make([]byte, len(send)), 2, boom, false)
+		err = c.Allreduce(r, send, make([]byte, len(send)), 2, coll.Op{Fold: boom}, false)
 		if !errors.As(err, &e) || e.Class != errs.Op {
 			return fmt.Errorf("Allreduce whose op panics: %v, want an ErrOp", err)
 		}

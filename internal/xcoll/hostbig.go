@@ -44,7 +44,7 @@ func (h *host) result(g uint64) []byte {
 
 // bigAllreduce returns the fold, in proc order, of every proc's acc (all of
 // one length, checked) through the large areas.
-func (o *call) bigAllreduce(acc []byte, fn Fn) ([]byte, error) {
+func (o *call) bigAllreduce(acc []byte, fn coll.Op) ([]byte, error) {
 	h := o.c.host
 	piece := coll.Piece(max(o.elem, 1)) // the slices folded are whole pieces, as in one proc
 	chunk := h.chunk - h.chunk%piece
@@ -71,9 +71,7 @@ func (o *call) bigAllreduce(acc []byte, fn Fn) ([]byte, error) {
 		slice := h.result(g)[lo:hi]
 		if ferr == nil {
 			copy(slice, h.area(h.procs - 1)[lo:hi])
-			for p := h.procs - 2; p >= 0 && ferr == nil; p-- {
-				ferr = o.combine(fn, h.area(p)[lo:hi], slice)
-			}
+			ferr = o.combineDown(fn, func(p int) []byte { return h.area(p)[lo:hi] }, h.procs-1, slice)
 			if ferr != nil {
 				h.panicked(h.me).Swap(o.seq + 1)
 			}

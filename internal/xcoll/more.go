@@ -65,7 +65,7 @@ func (o *call) lead(ps []coll.Part, err error) error {
 }
 
 // run runs a collective of this file: meet, the leader's share, the release.
-func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part) error {
+func (c *Comm) run(k kind, rank, root, elem int, fn coll.Op, p coll.Part) error {
 	o := c.start(rank, k, root, elem)
 	o.fn = fn
 	ps, err := o.meet(p)
@@ -81,7 +81,7 @@ func (c *Comm) run(k kind, rank, root, elem int, fn Fn, p coll.Part) error {
 
 // Exchange runs the collective of kind k among those that take a coll.Part, as
 // coll.Comm.Exchange does.
-func (c *Comm) Exchange(k kind, rank, root, elem int, fn Fn, p *coll.Part) error {
+func (c *Comm) Exchange(k kind, rank, root, elem int, fn coll.Op, p *coll.Part) error {
 	return c.run(k, rank, root, elem, fn, *p)
 }
 
@@ -89,26 +89,26 @@ func (c *Comm) Exchange(k kind, rank, root, elem int, fn Fn, p *coll.Part) error
 // rank r's Recv: the root's leader sends each other proc's leader one message with
 // its ranks' blocks, which therefore cross the network once.
 func (c *Comm) Scatter(rank int, p *coll.Part, elem, root int) error {
-	return c.run(coll.KindScatter, rank, root, elem, nil, *p)
+	return c.run(coll.KindScatter, rank, root, elem, coll.Op{}, *p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls.
 func (c *Comm) Scatterv(rank int, p *coll.Part, elem, root int) error {
-	return c.run(coll.KindScatterv, rank, root, elem, nil, *p)
+	return c.run(coll.KindScatterv, rank, root, elem, coll.Op{}, *p)
 }
 
 // Gatherv puts every rank's Send into block rank of the root's Recv (RecvCounts,
 // RecvDispls): every other proc's leader sends the root's leader one message with
 // its ranks' sends.
 func (c *Comm) Gatherv(rank int, p *coll.Part, elem, root int) error {
-	return c.run(coll.KindGatherv, rank, root, elem, nil, *p)
+	return c.run(coll.KindGatherv, rank, root, elem, coll.Op{}, *p)
 }
 
 // Allgatherv puts every rank's Send into block rank of every rank's Recv: the
 // leaders gather their ranks' sends to proc index 0, which broadcasts them all
 // down the leaders' binomial tree.
 func (c *Comm) Allgatherv(rank int, p *coll.Part, elem int) error {
-	return c.run(coll.KindAllgatherv, rank, 0, elem, nil, *p)
+	return c.run(coll.KindAllgatherv, rank, 0, elem, coll.Op{}, *p)
 }
 
 // Alltoall sends block j of rank i's Send to block i of rank j's Recv (SendBlock
@@ -117,13 +117,13 @@ func (c *Comm) Allgatherv(rank int, p *coll.Part, elem int) error {
 // ranks in memory; every block crosses the network once, on the direct link
 // between its two procs.
 func (c *Comm) Alltoall(rank int, p *coll.Part, elem int) error {
-	return c.run(coll.KindAlltoall, rank, 0, elem, nil, *p)
+	return c.run(coll.KindAlltoall, rank, 0, elem, coll.Op{}, *p)
 }
 
 // Alltoallv is Alltoall with every rank's send and receive counts and
 // displacements.
 func (c *Comm) Alltoallv(rank int, p *coll.Part, elem int) error {
-	return c.run(coll.KindAlltoallv, rank, 0, elem, nil, *p)
+	return c.run(coll.KindAlltoallv, rank, 0, elem, coll.Op{}, *p)
 }
 
 // Scan puts into the start of rank r's Recv the prefix send(0) op send(1) op ...
@@ -132,27 +132,27 @@ func (c *Comm) Alltoallv(rank int, p *coll.Part, elem int) error {
 // each proc's leader its ranks' results. Folding per proc first would need each
 // proc's ranks to be consecutive; this costs proc index 0 the whole input, which
 // is what a Scan of a non-commutative op over scattered ranks needs anyway.
-func (c *Comm) Scan(rank int, p *coll.Part, elem int, fn Fn) error {
+func (c *Comm) Scan(rank int, p *coll.Part, elem int, fn coll.Op) error {
 	return c.run(coll.KindScan, rank, 0, elem, fn, *p)
 }
 
 // Exscan is Scan without the rank's own contribution; rank 0's Recv is not
 // written.
-func (c *Comm) Exscan(rank int, p *coll.Part, elem int, fn Fn) error {
+func (c *Comm) Exscan(rank int, p *coll.Part, elem int, fn coll.Op) error {
 	return c.run(coll.KindExscan, rank, 0, elem, fn, *p)
 }
 
 // ReduceScatterBlock puts into the start of rank r's Recv the reduction, in rank
 // order, of block r (SendBlock bytes) of every rank's Send, the way Scan does:
 // proc index 0 computes every block and sends each proc its ranks' blocks.
-func (c *Comm) ReduceScatterBlock(rank int, p *coll.Part, elem int, fn Fn) error {
+func (c *Comm) ReduceScatterBlock(rank int, p *coll.Part, elem int, fn coll.Op) error {
 	return c.run(coll.KindReduceScatterBlock, rank, 0, elem, fn, *p)
 }
 
 // ReduceScatter is ReduceScatterBlock with blocks of their own sizes (SendCounts,
 // SendDispls): proc index 0 cuts the blocks as rank 0's counts say, and each
 // leader checks that its ranks' blocks have the lengths their own counts say.
-func (c *Comm) ReduceScatter(rank int, p *coll.Part, elem int, fn Fn) error {
+func (c *Comm) ReduceScatter(rank int, p *coll.Part, elem int, fn coll.Op) error {
 	return c.run(coll.KindReduceScatter, rank, 0, elem, fn, *p)
 }
 

@@ -310,7 +310,9 @@ var layouts = [][]int{{0, 1}, {0, 0, 1, 1, 2, 2}, {0, 0, 0, 1, 1}, {0, 0, 1, 1, 
 // firstFn is a non-commutative reduction on elements of two bytes: the first
 // byte keeps the leftmost operand's (in op inout = in), so the result is rank 0's
 // only if the rank order is kept; the second counts the operands.
-func firstFn(in, inout []byte) {
+var firstFn = coll.Op{Fold: first}
+
+func first(in, inout []byte) {
 	for i := 0; i+1 < len(in); i += 2 {
 		inout[i], inout[i+1] = in[i], in[i+1]+inout[i+1]
 	}
@@ -364,8 +366,15 @@ func TestBarrierHolds(t *testing.T) {
 }
 
 // matMul is a non-commutative reduction on 2x2 matrices of bytes (mod 256),
-// four bytes each: inout = in x inout.
-func matMul(in, inout []byte) {
+// four bytes each: inout = in x inout. The procs' leaders fold with Fold alone,
+// the ranks of a proc in threes too.
+var matMul = coll.Op{Fold: mul, Fold3: func(a, b, c, inout []byte) {
+	mul(c, inout)
+	mul(b, inout)
+	mul(a, inout)
+}}
+
+func mul(in, inout []byte) {
 	for i := 0; i+3 < len(in); i += 4 {
 		a, b := in[i:i+4], inout[i:i+4]
 		b[0], b[1], b[2], b[3] = a[0]*b[0]+a[1]*b[2], a[0]*b[1]+a[1]*b[3], a[2]*b[0]+a[3]*b[2], a[2]*b[1]+a[3]*b[3]
@@ -391,7 +400,7 @@ func TestFoldOrder(t *testing.T) {
 							send = append(send, operand(r, k)...)
 							prod := operand(n-1, k)
 							for q := n - 2; q >= 0; q-- {
-								matMul(operand(q, k), prod)
+								mul(operand(q, k), prod)
 							}
 							want = append(want, prod...)
 						}
