@@ -28,11 +28,11 @@ type Op struct{ d *opDef }
 type opDef struct {
 	name        string
 	commutative bool
-	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte)      // predefined: by element kind
-	fused       [reflect.UnsafePointer + 1]func(a, b, c, inout []byte) // Sum, Prod, Min, Max: their coll.Op's Fold3, by element kind
-	pairs       map[reflect.Type]func(in, inout []byte)                // MinLoc, MaxLoc: by pair type
-	typ         reflect.Type                                           // NewOp: the element type
-	user        func(in, inout []byte)                                 // NewOp: fn on bytes
+	kernels     [reflect.UnsafePointer + 1]func(in, inout []byte)       // predefined: by element kind
+	fused       [reflect.UnsafePointer + 1]func(a, b, c, d, out []byte) // Sum, Prod, Min, Max: their coll.Op's Fold3, by element kind
+	pairs       map[reflect.Type]func(in, inout []byte)                 // MinLoc, MaxLoc: by pair type
+	typ         reflect.Type                                            // NewOp: the element type
+	user        func(in, inout []byte)                                  // NewOp: fn on bytes
 }
 
 // The predefined operations, as MPI's MPI_SUM, MPI_PROD, ...
@@ -274,43 +274,44 @@ func sum[T integer | float | cplx](in, inout []byte) {
 	}
 }
 
-// views3 is views of a fused fold's buffers: a, b and c cut to inout's length.
-func views3[T any](a, b, c, inout []byte) (x, y, z, w []T) {
-	x, w = views[T](a, inout)
-	y, _ = views[T](b, inout)
-	z, _ = views[T](c, inout)
-	return x, y, z, w
+// views4 is views of a fused fold's buffers: a, b, c and d cut to out's length.
+func views4[T any](a, b, c, d, out []byte) (x, y, z, v, w []T) {
+	x, w = views[T](a, out)
+	y, _ = views[T](b, out)
+	z, _ = views[T](c, out)
+	v, _ = views[T](d, out)
+	return x, y, z, v, w
 }
 
-// The fused folds of the operations whose long reductions are common: each
-// computes inout = a op (b op (c op inout)), the expression the kernel's folds
-// of c, b and a compute, so that the result is the same to the bit.
+// The fused folds (coll.Op.Fold3) of the operations whose long reductions are
+// common: each computes out = a op (b op (c op d)), the expression the kernel's
+// folds of d, c, b and a compute, so that the result is the same to the bit.
 
-func sum3[T integer | float | cplx](a, b, c, inout []byte) {
-	x, y, z, w := views3[T](a, b, c, inout)
+func sum3[T integer | float | cplx](a, b, c, d, out []byte) {
+	x, y, z, v, w := views4[T](a, b, c, d, out)
 	for i := range w {
-		w[i] = x[i] + (y[i] + (z[i] + w[i]))
+		w[i] = x[i] + (y[i] + (z[i] + v[i]))
 	}
 }
 
-func prod3[T integer | float | cplx](a, b, c, inout []byte) {
-	x, y, z, w := views3[T](a, b, c, inout)
+func prod3[T integer | float | cplx](a, b, c, d, out []byte) {
+	x, y, z, v, w := views4[T](a, b, c, d, out)
 	for i := range w {
-		w[i] = x[i] * (y[i] * (z[i] * w[i]))
+		w[i] = x[i] * (y[i] * (z[i] * v[i]))
 	}
 }
 
-func least3[T integer | float](a, b, c, inout []byte) {
-	x, y, z, w := views3[T](a, b, c, inout)
+func least3[T integer | float](a, b, c, d, out []byte) {
+	x, y, z, v, w := views4[T](a, b, c, d, out)
 	for i := range w {
-		w[i] = min(x[i], min(y[i], min(z[i], w[i])))
+		w[i] = min(x[i], min(y[i], min(z[i], v[i])))
 	}
 }
 
-func most3[T integer | float](a, b, c, inout []byte) {
-	x, y, z, w := views3[T](a, b, c, inout)
+func most3[T integer | float](a, b, c, d, out []byte) {
+	x, y, z, v, w := views4[T](a, b, c, d, out)
 	for i := range w {
-		w[i] = max(x[i], max(y[i], max(z[i], w[i])))
+		w[i] = max(x[i], max(y[i], max(z[i], v[i])))
 	}
 }
 

@@ -28,9 +28,9 @@ func TestViewEmpty(t *testing.T) {
 }
 
 // TestFusedFolds: the fused fold of Sum, Prod, Min and Max computes, on every kind
-// they are defined on, the bytes that their kernel's folds of c, b, then a do
-// (NaNs, signed zeros, infinities and wrapping integers included), and leaves
-// what lies past inout alone.
+// they are defined on, into another buffer or in place in d, the bytes that their
+// kernel's folds of c, b, then a into d do (NaNs, signed zeros, infinities and
+// wrapping integers included), and leaves what lies past out alone.
 func TestFusedFolds(t *testing.T) {
 	checkFused[int](t, func(i int) int { return i*0x3fffffffffff - 7 })
 	checkFused[int8](t, func(i int) int8 { return int8(i*37 - 100) })
@@ -79,14 +79,17 @@ func checkFused[T Reducible](t *testing.T, gen func(i int) T) {
 				}
 				return v
 			}
-			a, b, c, want := vec(1), vec(2), vec(3), vec(4)
-			got := slices.Clone(want)
+			a, b, c, d := vec(1), vec(2), vec(3), vec(4)
+			want := slices.Clone(d)
 			fold(raw(c[:n]), raw(want[:n]))
 			fold(raw(b[:n]), raw(want[:n]))
 			fold(raw(a[:n]), raw(want[:n]))
-			fused(raw(a[:n]), raw(b[:n]), raw(c[:n]), raw(got[:n]))
-			if !bytes.Equal(raw(got), raw(want)) {
-				t.Fatalf("%v on %v, %d elements: fused %v, three folds %v", op, k, n, got, want)
+			got, inPlace := vec(5), slices.Clone(d)
+			got[n] = d[n]
+			fused(raw(a[:n]), raw(b[:n]), raw(c[:n]), raw(d[:n]), raw(got[:n]))
+			fused(raw(a[:n]), raw(b[:n]), raw(c[:n]), raw(inPlace[:n]), raw(inPlace[:n]))
+			if !bytes.Equal(raw(got), raw(want)) || !bytes.Equal(raw(inPlace), raw(want)) {
+				t.Fatalf("%v on %v, %d elements: fused %v, in place %v, three folds %v", op, k, n, got, inPlace, want)
 			}
 		}
 	}

@@ -785,9 +785,7 @@ func (c *Comm) part(k kind, x *exchange, rank, root int, op Op) (fault *errs.Err
 				fault = opPanic(k.String(), p)
 			}
 		}()
-		acc := me.Recv[:me.sendCount(rank)]
-		move(acc, ps[len(ps)-1].sendBlock(rank))
-		op.FoldDown(func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps)-1, acc)
+		op.FoldAll(func(j int) []byte { return ps[j].sendBlock(rank) }, len(ps), me.Recv[:me.sendCount(rank)])
 	}
 	return nil
 }

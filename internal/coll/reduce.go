@@ -37,29 +37,34 @@ const (
 )
 
 // Op is a reduction's operation on whole elements, as bytes. Fold computes
-// inout = in op inout. Fold3, which Sum, Prod, Min and Max have, computes
-// inout = a op (b op (c op inout)) in one pass, as Fold of c, b, then a would: a
-// long reduction's vectors are then read three at a time instead of in a pass
-// each: 4 ranks' Reduce of 256 KiB of doubles spent nearly three quarters of its
-// time in the folds, and took 79-92 µs against 64-67 with Fold3. The small
-// reductions (the slot, an episode's slab) fold with Fold alone: there the
-// fused call cost more instructions than it saved.
+// inout = in op inout. Fold3, which Sum, Prod, Min and Max have, computes out = a
+// op (b op (c op d)) in one pass, the expression three Folds compute (out may be
+// d): a long reduction's vectors are then read four at a time instead of copied,
+// then folded in a pass each. 4 ranks' Reduce of 256 KiB of doubles spent nearly
+// three quarters of its time in the folds, and took 69-78 µs against 56-64 with
+// Fold3; their Allreduce 99-120 against 70-86. The small reductions (the slot, an
+// episode's slab) fold with Fold alone: there the fused call cost more
+// instructions than it saved.
 type Op struct {
 	Fold  func(in, inout []byte)
-	Fold3 func(a, b, c, inout []byte)
+	Fold3 func(a, b, c, d, out []byte)
 }
 
-// FoldDown folds pieces top-1 down to 0 into acc, which holds the fold of the
-// pieces after them: acc = piece(0) op (piece(1) op (... op acc)), with Fold3
-// while three pieces are left.
-func (o Op) FoldDown(piece func(r int) []byte, top int, acc []byte) {
-	r := top - 1
-	if o.Fold3 != nil {
-		for ; r >= 2; r -= 3 {
-			o.Fold3(piece(r-2), piece(r-1), piece(r), acc)
+// FoldAll sets acc to piece(0) op (piece(1) op (... op piece(n-1))), n >= 1, with
+// Fold3 while four pieces are left (the first reads the last piece where it lies,
+// and acc may be that piece), else Fold; no other piece may be acc.
+func (o Op) FoldAll(piece func(r int) []byte, n int, acc []byte) {
+	r := n - 1
+	if o.Fold3 != nil && r >= 3 {
+		o.Fold3(piece(r-3), piece(r-2), piece(r-1), piece(r), acc)
+		r -= 3
+		for ; r >= 3; r -= 3 {
+			o.Fold3(piece(r-3), piece(r-2), piece(r-1), acc, acc)
 		}
+	} else {
+		move(acc, piece(r))
 	}
-	for ; r >= 0; r-- {
+	for r--; r >= 0; r-- {
 		o.Fold(piece(r), acc)
 	}
 }
@@ -221,18 +226,11 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 	view := func(p unsafe.Pointer) []byte { return unsafe.Slice((*byte)(p), hi)[lo:hi] }
 	src := func(r int) []byte { return view(c.ranks[r].src) }
 	acc := view(t.dst)
-	var saved []byte
-	switch {
-	case t.src != t.dst:
-		copy(acc, src(n-1))
-	case e.target != n-1: // in place: keep the target's own contribution aside
+	if t.src == t.dst && e.target != n-1 { // in place: keep the target's own contribution aside
 		bp := scratch.Get().(*[]byte)
 		defer scratch.Put(bp)
-		saved = (*bp)[:hi-lo]
+		saved := (*bp)[:hi-lo]
 		copy(saved, acc)
-		copy(acc, view(c.ranks[n-1].src))
-	}
-	if saved != nil { // the target's own contribution is the copy aside
 		src = func(r int) []byte {
 			if r == e.target {
 				return saved
@@ -240,7 +238,7 @@ func (c *Comm) combine(e *episode, i int) (err *errs.Error) {
 			return view(c.ranks[r].src)
 		}
 	}
-	e.op.FoldDown(src, n-1, acc)
+	e.op.FoldAll(src, n, acc)
 	if e.kind == allreduce {
 		for r := range n {
 			if r != e.target {

@@ -17,7 +17,7 @@ import (
 
 // matmul multiplies 2x2 byte matrices (mod 256), inout = in x inout: associative
 // but not commutative, so the result shows the order in which ranks were folded,
-// in threes (Fold3) as one by one (plainMatmul).
+// four at a time (Fold3) as one by one (plainMatmul).
 var matmul = Op{Fold: mul, Fold3: mul3}
 
 // plainMatmul is matmul as a user's operation: no fused fold.
@@ -31,11 +31,12 @@ func mul(in, inout []byte) {
 	}
 }
 
-// mul3 is matmul's fused fold: inout = a x (b x (c x inout)).
-func mul3(a, b, c, inout []byte) {
-	mul(c, inout)
-	mul(b, inout)
-	mul(a, inout)
+// mul3 is matmul's fused fold: out = a x (b x (c x d)); out may be d.
+func mul3(a, b, c, d, out []byte) {
+	copy(out, d)
+	mul(c, out)
+	mul(b, out)
+	mul(a, out)
 }
 
 // matrix is rank r's contribution: a matrix that commutes with no other rank's.
@@ -772,11 +773,12 @@ func TestReduceEagerAll(t *testing.T) {
 	}
 }
 
-// TestFoldInThrees: a long Reduce, Allreduce and ReduceScatterBlock, whose
+// TestFoldFourAtATime: a long Reduce, Allreduce and ReduceScatterBlock, whose
 // pieces the ranks combine, fold in rank order with an operation's fused fold
-// (three ranks at a time) as without one, at every root and in place or not, for
-// counts of ranks that leave none, one or two ranks after the threes.
-func TestFoldInThrees(t *testing.T) {
+// (four ranks' pieces at a time, then three more at a time) as without one, at
+// every root and in place or not, for counts of ranks that leave none, one or two
+// ranks after the fused folds.
+func TestFoldFourAtATime(t *testing.T) {
 	const length = chunkBytes + 4*5 // a whole piece and a short one
 	contribution := func(r int) []byte {
 		b := make([]byte, length)
@@ -791,8 +793,8 @@ func TestFoldInThrees(t *testing.T) {
 			mul(contribution(r), want)
 		}
 		c := New(NewJob(), n, 0)
-		var threes atomic.Int64 // fused folds: every one the combining ranks can make from 4 ranks on
-		counted := Op{Fold: mul, Fold3: func(a, b, c, inout []byte) { threes.Add(1); mul3(a, b, c, inout) }}
+		var fused3 atomic.Int64 // fused folds: the combining ranks make them from 4 ranks on
+		counted := Op{Fold: mul, Fold3: func(a, b, c, d, out []byte) { fused3.Add(1); mul3(a, b, c, d, out) }}
 		for _, op := range []Op{counted, plainMatmul} {
 			fused := op.Fold3 != nil
 			check := func(what string, r int, got []byte, err error) {
@@ -804,9 +806,9 @@ func TestFoldInThrees(t *testing.T) {
 					t.Fatalf("%d ranks, fused %v, %s: rank %d's result differs from the fold in rank order", n, fused, what, r)
 				}
 			}
-			threesUsed := func(what string) {
+			fusedUsed := func(what string) {
 				t.Helper()
-				if used, can := threes.Swap(0) > 0, fused && n >= 4; used != can {
+				if used, can := fused3.Swap(0) > 0, fused && n >= 4; used != can {
 					t.Fatalf("%d ranks, fused %v, %s: fused folds used %v, want %v", n, fused, what, used, can)
 				}
 			}
@@ -831,7 +833,7 @@ func TestFoldInThrees(t *testing.T) {
 					wg.Wait()
 					what := fmt.Sprintf("Reduce to %d, in place %v", root, inPlace)
 					check(what, root, recv, errors.Join(fails...))
-					threesUsed(what)
+					fusedUsed(what)
 				}
 			}
 			recvs, fails := make([][]byte, n), make([]error, n)
@@ -850,7 +852,7 @@ func TestFoldInThrees(t *testing.T) {
 			for r := range n {
 				check("Allreduce", r, recvs[r], fails[r])
 			}
-			threesUsed("Allreduce")
+			fusedUsed("Allreduce")
 			// ReduceScatterBlock: rank r's block j is contribution(r)'s, so that every
 			// rank's result is want.
 			for r := range n {
@@ -863,7 +865,7 @@ func TestFoldInThrees(t *testing.T) {
 			for r := range n {
 				check("ReduceScatterBlock", r, recvs[r], fails[r])
 			}
-			threesUsed("ReduceScatterBlock")
+			fusedUsed("ReduceScatterBlock")
 		}
 	}
 }

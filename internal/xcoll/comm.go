@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -600,19 +599,24 @@ func (o *call) lengths(a, la, b, lb int) *errs.Error {
 // combine computes inout = in op inout, turning a panic of the user's function
 // into an error.
 func (o *call) combine(fn coll.Op, in, inout []byte) error {
-	return o.combineDown(fn, func(int) []byte { return in }, 1, inout)
+	return o.guarded(func() { fn.Fold(in, inout) })
 }
 
-// combineDown folds pieces top-1 down to 0 into acc, which holds the fold of the
-// pieces after them (coll.Op.FoldDown: three at a time where it can), turning a
-// panic of the user's function into an error.
-func (o *call) combineDown(fn coll.Op, piece func(p int) []byte, top int, acc []byte) (err error) {
+// combineAll sets acc to the fold of n pieces in order (coll.Op.FoldAll: four at a
+// time where it can), turning a panic of the user's function into an error.
+func (o *call) combineAll(fn coll.Op, piece func(p int) []byte, n int, acc []byte) error {
+	return o.guarded(func() { fn.FoldAll(piece, n, acc) })
+}
+
+// guarded runs fold, a reduction's, and returns a panic of the user's function
+// in it as an error.
+func (o *call) guarded(fold func()) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = o.fault(errs.Op, errs.None, "the reduction function panicked: %v", p)
 		}
 	}()
-	fn.FoldDown(piece, top, acc)
+	fold()
 	return nil
 }
 
@@ -915,8 +919,8 @@ func (o *call) fold(blobs [][]byte, m int, fn coll.Op) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	acc := slices.Clone(at(o.c.n - 1))
-	if err := o.combineDown(fn, at, o.c.n-1, acc); err != nil {
+	acc := make([]byte, m)
+	if err := o.combineAll(fn, at, o.c.n, acc); err != nil {
 		return nil, err
 	}
 	return acc, nil

@@ -647,10 +647,8 @@ func (o *call) sameLengths(lens []int) error {
 // foldParts returns parts[0] op parts[1] op ... (all of one length) in a new
 // buffer.
 func (o *call) foldParts(parts [][]byte, fn coll.Op) ([]byte, error) {
-	last := len(parts) - 1
-	total := o.c.host.scratch(1, len(parts[last]))
-	copy(total, parts[last])
-	if err := o.combineDown(fn, func(p int) []byte { return parts[p] }, last, total); err != nil {
+	total := o.c.host.scratch(1, len(parts[len(parts)-1]))
+	if err := o.combineAll(fn, func(p int) []byte { return parts[p] }, len(parts), total); err != nil {
 		return nil, err
 	}
 	return total, nil

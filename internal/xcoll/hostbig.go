@@ -70,8 +70,7 @@ func (o *call) bigAllreduce(acc []byte, fn coll.Op) ([]byte, error) {
 		lo, hi := min(h.me*pieces/h.procs*piece, n), min((h.me+1)*pieces/h.procs*piece, n)
 		slice := h.result(g)[lo:hi]
 		if ferr == nil {
-			copy(slice, h.area(h.procs - 1)[lo:hi])
-			ferr = o.combineDown(fn, func(p int) []byte { return h.area(p)[lo:hi] }, h.procs-1, slice)
+			ferr = o.combineAll(fn, func(p int) []byte { return h.area(p)[lo:hi] }, h.procs, slice)
 			if ferr != nil {
 				h.panicked(h.me).Swap(o.seq + 1)
 			}
