@@ -104,7 +104,8 @@ func (op Op) String() string {
 // Commutative reports whether the operation is commutative, as MPI_Op_commutative.
 func (op Op) Commutative() bool { return op.d != nil && op.d.commutative }
 
-// kernel returns the function that applies op to buffers of elements of type t.
+// kernel returns the functions that apply op to buffers of elements of type t:
+// its fold, and for Sum, Prod, Min and Max the fused one (see coll.Op).
 func (op Op) kernel(t reflect.Type, call string, rank int) (coll.Op, error) {
 	d := op.d
 	switch {
@@ -122,8 +123,8 @@ func (op Op) kernel(t reflect.Type, call string, rank int) (coll.Op, error) {
 		}
 		return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on value-index pairs: the mpi.Pair types of mpi.LocPair)", d.name, t)
 	}
-	if f := d.kernels[t.Kind()]; f != nil {
-		return coll.Op{Fold: f, Fold3: d.fused[t.Kind()]}, nil
+	if k := t.Kind(); d.kernels[k] != nil {
+		return coll.Op{Fold: d.kernels[k], Fold3: d.fused[k]}, nil
 	}
 	return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on %s)", d.name, t, domains[d.name])
 }
