@@ -84,8 +84,8 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return 
 // Reduce combines the ranks' send buffers element by element into the root's recv:
 // recv = send(0) op (send(1) op (... op send(n-1))), op's functions computing on
 // whole elements of elem bytes. They may be called several times on pieces of the
-// vectors, by any rank; they are applied in rank order, so an
-// associative but non-commutative op gets MPI's result. At the root, send and recv
+// vectors, by any rank, and apply op in rank order, so that an associative but
+// non-commutative op gets MPI's result. At the root, send and recv
 // may be the same slice (in place: recv holds the root's contribution); recv must be
 // at least as long as send there, and is ignored elsewhere. Send buffers are only
 // read. Every rank returns once its send buffer is no longer needed (up to
