@@ -635,7 +635,7 @@ func receiveBlock(k kind, rank, root, elem int, recv, src []byte) *errs.Error {
 // rank would cost every episode as many). A rank that finds a length other than
 // its own, or one recorded as odd, fails the episode: the odd rank may be one it
 // does not need, but then another it needs may have a piece missing, unrecorded.
-func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) (err error) {
+func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) error {
 	if e.fault.Load() != nil { // a check failed: every gate is open
 		return c.outcome(e, rank, true)
 	}
@@ -664,20 +664,12 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) (err error
 			Detail: fmt.Sprintf("rank %d has %d elements, rank %d has %d", bad, got/max(elem, 1), rank, len(p.Send)/max(elem, 1))})
 		return c.outcome(e, rank, true)
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			e.fail(opPanic(k.String(), v))
-			err = c.outcome(e, rank, true)
-		}
-	}()
 	w, top := e.width, rank
 	if k == exscan {
 		top--
 	}
-	acc := p.Recv[:w]
-	copy(acc, e.slab[top*w:(top+1)*w])
-	for j := top - 1; j >= 0; j-- {
-		e.op.Fold(e.slab[j*w:(j+1)*w], acc)
+	if f := fold(k, func(j int) []byte { return e.slab[j*w : (j+1)*w] }, top+1, w, p.Recv, e.op.Fold); f != nil {
+		e.fail(f)
 	}
 	return c.outcome(e, rank, true)
 }

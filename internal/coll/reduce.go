@@ -372,7 +372,10 @@ func (c *Comm) foldSmall(e *episode, rank int, send, recv []byte) (err *errs.Err
 
 // fold folds n pieces of w bytes, piece(0) to piece(n-1), into recv in rank order:
 // recv gets piece 0 op (piece 1 op (... op piece n-1)), as MPI requires of an
-// operation that does not commute. A panic of fn is the fault.
+// operation that does not commute. A panic of fn is the fault. It keeps a loop of
+// its own rather than Op.FoldAll, whose call cost the small folds' it serves (the
+// slot, an episode's slab) 80 instructions a call of 4 ranks' Scan of one double,
+// of 4,926, and whose fused folds they do not use.
 func fold(k kind, piece func(r int) []byte, n, w int, recv []byte, fn func(in, inout []byte)) (err *errs.Error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -869,3 +869,46 @@ func TestFoldFourAtATime(t *testing.T) {
 		}
 	}
 }
+
+// TestScanSmallPanic: in a small Scan through an episode (elements of 64 bytes,
+// which the slot does not take), a rank whose fold panics gets the panic as an
+// ErrOp, and the communicator goes on working.
+func TestScanSmallPanic(t *testing.T) {
+	const n, elem = 4, 64
+	c := New(NewJob(), n, 0)
+	boom := Op{Fold: func(in, inout []byte) {
+		if in[0] == 0xee {
+			panic("a fold")
+		}
+		add(in, inout)
+	}}
+	scan := func(op Op, first byte) ([][]byte, []error) {
+		recvs, fails := make([][]byte, n), make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Go(func() {
+				send := bytes.Repeat([]byte{1}, elem)
+				if r == 1 {
+					send[0] = first
+				}
+				recvs[r] = make([]byte, elem)
+				fails[r] = c.Scan(r, &Part{Send: send, Recv: recvs[r]}, elem, op)
+			})
+		}
+		wg.Wait()
+		return recvs, fails
+	}
+	_, fails := scan(boom, 0xee)
+	for r := 2; r < n; r++ { // ranks 2 and 3 fold rank 1's piece
+		var e *errs.Error
+		if !errors.As(fails[r], &e) || e.Class != errs.Op || !strings.Contains(e.Detail, "a fold") {
+			t.Fatalf("rank %d returned %v, want the panic as ErrOp", r, fails[r])
+		}
+	}
+	recvs, fails := scan(sum, 1)
+	for r := range n {
+		if fails[r] != nil || recvs[r][0] != byte(r+1) || recvs[r][elem-1] != byte(r+1) {
+			t.Fatalf("the Scan after the panic: rank %d got %v, %v", r, recvs[r][:2], fails[r])
+		}
+	}
+}
