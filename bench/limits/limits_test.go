@@ -1,11 +1,13 @@
 // Package limits measures what this machine allows, so that Weft's figures can be
-// read against it: memory copy bandwidth, and the cost of handing a value from one
-// goroutine to another by spinning on a shared word and by a channel (which parks).
+// read against it: memory copy bandwidth, alone and as a collective's copies, and the
+// cost of handing a value from one goroutine to another by spinning on a shared word
+// and by a channel (which parks).
 package limits
 
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -21,6 +23,57 @@ func BenchmarkCopy(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAllgatherCopies makes the copies a 4-rank Allgather of block bytes must
+// make (every rank's block into every rank's receive buffer: 16 copies), by one
+// goroutine and by two that split the ranks, so that a data-moving collective's
+// time in one proc can be read against the least its copies take here; MB/s counts
+// the bytes copied. Buffers are filled, so that no copy reads the zero page.
+func BenchmarkAllgatherCopies(b *testing.B) {
+	const ranks = 4
+	for _, block := range []int{64 << 10, 256 << 10, 1 << 20} {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("block=%dKiB/goroutines=%d", block>>10, workers), func(b *testing.B) {
+				send, recv := make([][]byte, ranks), make([][]byte, ranks)
+				for r := range ranks {
+					send[r], recv[r] = filled(block, byte(r+1)), filled(ranks*block, 0xff)
+				}
+				copies := func(w int) {
+					for r := w; r < ranks; r += workers {
+						for j := range ranks {
+							copy(recv[r][j*block:(j+1)*block], send[j])
+						}
+					}
+				}
+				b.SetBytes(int64(ranks * ranks * block))
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for w := 1; w < workers; w++ {
+						wg.Go(func() { copies(w) })
+					}
+					copies(0)
+					wg.Wait()
+				}
+				for r := range ranks {
+					for j := range ranks {
+						if got := recv[r][j*block+block-1]; got != byte(j+1) {
+							b.Fatalf("rank %d's block %d ends in %d, want %d", r, j, got, j+1)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// filled returns n bytes of v.
+func filled(n int, v byte) []byte {
+	s := make([]byte, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
 }
 
 // BenchmarkSpinHandoff is a round trip between two goroutines that spin on one
