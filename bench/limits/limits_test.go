@@ -5,6 +5,7 @@
 package limits
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -37,7 +38,7 @@ func BenchmarkAllgatherCopies(b *testing.B) {
 			b.Run(fmt.Sprintf("block=%dKiB/goroutines=%d", block>>10, workers), func(b *testing.B) {
 				send, recv := make([][]byte, ranks), make([][]byte, ranks)
 				for r := range ranks {
-					send[r], recv[r] = filled(block, byte(r+1)), filled(ranks*block, 0xff)
+					send[r], recv[r] = bytes.Repeat([]byte{byte(r + 1)}, block), bytes.Repeat([]byte{0xff}, ranks*block)
 				}
 				copies := func(w int) {
 					for r := w; r < ranks; r += workers {
@@ -65,15 +66,6 @@ func BenchmarkAllgatherCopies(b *testing.B) {
 			})
 		}
 	}
-}
-
-// filled returns n bytes of v.
-func filled(n int, v byte) []byte {
-	s := make([]byte, n)
-	for i := range s {
-		s[i] = v
-	}
-	return s
 }
 
 // BenchmarkSpinHandoff is a round trip between two goroutines that spin on one
