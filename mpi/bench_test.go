@@ -37,6 +37,34 @@ func BenchmarkPingPong(b *testing.B) {
 // BenchmarkPingPongPark measures the hand-off without spinning: every wait parks.
 func BenchmarkPingPongPark(b *testing.B) { pingpong(b, 8, mpi.WithSpin(0)) }
 
+// BenchmarkSendRecvSelf is an 8-byte Send and its Recv by one rank, to itself: the
+// software of a ping-pong's one-way hand-off (the send, then the receive's taking of
+// the message it found) with no wait and no cache line to move between cores, so
+// that PingPong's time can be read as this plus the machine's hand-off
+// (bench/limits BenchmarkSpinHandoff). Each message carries its index, which the
+// receive checks.
+func BenchmarkSendRecvSelf(b *testing.B) {
+	err := mpi.Run(1, func(c *mpi.Comm) error {
+		out, in := make([]int64, 1), make([]int64, 1)
+		for i := range b.N {
+			out[0] = int64(i)
+			if err := mpi.Send(c, out, 0, 1); err != nil {
+				return err
+			}
+			if _, err := mpi.Recv(c, in, 0, 1); err != nil {
+				return err
+			}
+			if in[0] != int64(i) {
+				return fmt.Errorf("message %d received as %d", i, in[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkWindow streams windows of 64 Isend (Irecv on the other side), each window
 // completed by WaitallInto and the receiver's 4-byte acknowledgement, as OSU's osu_bw (so
 // that the sender never runs more than a window ahead); ns/op is one message.

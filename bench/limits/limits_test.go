@@ -1,7 +1,7 @@
 // Package limits measures what this machine allows, so that Weft's figures can be
 // read against it: memory copy bandwidth, alone and as a collective's copies, and the
 // cost of handing a value from one goroutine to another by spinning on a shared word
-// and by a channel (which parks).
+// and by a channel (which parks), and of giving every one of many goroutines a turn.
 package limits
 
 import (
@@ -106,4 +106,29 @@ func BenchmarkChanHandoff(b *testing.B) {
 		<-pong
 	}
 	close(ping)
+}
+
+// BenchmarkYieldRound is a round of many goroutines that each call runtime.Gosched
+// once: ns/op is a round. A barrier of that many goroutine ranks in one proc costs
+// at least this, since between two barriers every rank must stop and be resumed
+// once, and a yield is the scheduler's cheapest way for a goroutine to stop and be
+// resumed (parking on a channel and being woken costs more: BenchmarkChanHandoff).
+func BenchmarkYieldRound(b *testing.B) {
+	for _, n := range []int{256, 4096, 65536} {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			var start, wg sync.WaitGroup
+			start.Add(1)
+			for range n {
+				wg.Go(func() {
+					start.Wait()
+					for range b.N {
+						runtime.Gosched()
+					}
+				})
+			}
+			b.ResetTimer()
+			start.Done()
+			wg.Wait()
+		})
+	}
 }
