@@ -243,7 +243,7 @@ func (ep *Endpoint) deposit(buf []byte, k key, wait bool) (ticket uint64, ok boo
 	s.stamp, s.key, s.n = stamp, k, uint32(len(buf))
 	ln.copyIn(s, pos, buf)
 	s.publish(pos)
-	// As for the inbox: we store the slot, then load parked.
+	// As for the inbox: we stored the claim (with a fence), then load parked.
 	if ep.wants(k.tag) {
 		ep.wake()
 	}
@@ -408,8 +408,10 @@ func (ep *Endpoint) claimSlot(ln *lane, span uint64) (*slot, uint64) {
 	return nil, 0
 }
 
-// publish makes the message at position pos, written into s, visible to the receiver.
-func (s *slot) publish(pos uint64) { s.seq.Store(pos + 1) }
+// publish makes the message at position pos, written into s, visible to the
+// receiver. A release store: a receiver that parks looks for it through the
+// lane's tail, which the sender's claim stored with a fence (see pending).
+func (s *slot) publish(pos uint64) { storeRelease(&s.seq, pos+1) }
 
 // published reports whether the message at position pos of its lane is in s.
 func (s *slot) published(pos uint64) bool { return s.seq.Load() == pos+1 }
@@ -614,7 +616,7 @@ func (ep *Endpoint) takeNext(pat key, buf []byte, st *Status) bool {
 		return false
 	}
 	ln.receive(s, pos, buf, st)
-	ln.head.Store(pos + s.span())
+	storeRelease(&ln.head, pos+s.span()) // senders poll it for room, and park on nothing
 	ln.unstick()
 	return true
 }
@@ -645,7 +647,11 @@ func (ep *Endpoint) hold(n int64) {
 // being written: a parking goroutine's last look, which must see a message behind
 // a slot that another sender has claimed and not yet written (arrived does not
 // look past it, nor does the drain of that sender, whose message may be of a tag
-// nobody waits for).
+// nobody waits for), and must see a message whose publication (a release store,
+// which a later load of the sender may pass) is not yet visible: the sender
+// claimed its slot with a compare-and-swap, a fence, before it looks at parked,
+// and the goroutine counts itself in parked, with a fence, before it looks here,
+// so one of the two sees the other.
 func (ep *Endpoint) pending() bool {
 	if ep.inbox.Load() != nil {
 		return true

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -654,5 +656,123 @@ func TestMailboxSpans(t *testing.T) {
 	}
 	if got := wd.Pooled(); got > wd.chunk {
 		t.Fatalf("after every message was received the pool still lends %d", got)
+	}
+}
+
+// TestParkedWaitsSeeSlots has a receiver that parks at once (no spin) wait for each
+// of a stream of small messages that go through the mailbox, alternately with a
+// blocking receive and with a blocking Probe and then the receive; the sender sends
+// each message as soon as the receiver counts itself parked, so that its
+// publication races the wait's last look. A slot's publication is a release store
+// that the sender's look at parked may pass: a wait that missed a message published
+// so would park for ever (see pending), which the watchdog turns into a failure
+// (the window is a few nanoseconds wide: TestProbeSeesClaimedSlot opens it at will).
+// Values and order are checked.
+func TestParkedWaitsSeeSlots(t *testing.T) {
+	const n = 20000
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	sent := make(chan error, 1)
+	var raced atomic.Int64 // messages sent to a receiver counted parked
+	go func() {
+		var b [8]byte
+		for i := range n {
+			for turn := 0; i >= mailboxAfter && ep.parked.Load() == 0 && turn < 1000; turn++ {
+				runtime.Gosched()
+			}
+			if ep.parked.Load() > 0 {
+				raced.Add(1)
+			}
+			binary.LittleEndian.PutUint64(b[:], uint64(i))
+			if err := c.Send(1, b[:], 0, 3, Standard); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	got := make(chan error, 1)
+	var received atomic.Int64
+	go func() {
+		var b [8]byte
+		for i := range n {
+			if i%2 == 1 {
+				if _, st, err := c.Probe(0, 1, 3, false); err != nil || st.Len != 8 {
+					got <- fmt.Errorf("probe %d: %d bytes (%v)", i, st.Len, err)
+					return
+				}
+			}
+			if _, err := receive(c, 0, b[:], 1, 3); err != nil {
+				got <- err
+				return
+			}
+			if v := binary.LittleEndian.Uint64(b[:]); v != uint64(i) {
+				got <- fmt.Errorf("message %d received as %d", i, v)
+				return
+			}
+			received.Add(1)
+		}
+		got <- nil
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the receiver is still waiting after %d of %d messages (a wake-up lost)", received.Load(), n)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if ln := laneFor(ep, 3); ln == nil || ln.head.Load() < n/2 {
+		t.Fatal("fewer than half the messages went through the mailbox")
+	}
+	if k := raced.Load(); k < n/2 {
+		t.Fatalf("only %d of %d messages were sent to a parked receiver", k, n)
+	}
+}
+
+// TestProbeSeesClaimedSlot has a sender claim a slot of the probed lane after a
+// blocking Probe has counted itself parked and before its last look, and publish
+// the message only after that look, without waking anybody: as a sender whose look
+// at parked passed its publication (a release store) and found nobody. The last
+// look must see the claim (see pending), and the Probe must then wait for the
+// message and return it; a look at published messages only parks for ever.
+func TestProbeSeesClaimedSlot(t *testing.T) {
+	wd := NewWorld(2, Config{EagerLimit: 64, PoolCap: 1 << 20})
+	c := &Comm{Peers: wd.Endpoints, World: wd}
+	ep := wd.Endpoints[0]
+	ep.box.Store(newMailbox())
+	ln := ep.box.Load().lane(laneOf(3))
+	var late *slot
+	var pos uint64
+	claimed := make(chan struct{})
+	probeParked = func() {
+		probeParked = nil
+		late, pos = ep.claimSlot(ln, 1)
+		close(claimed)
+	}
+	defer func() { probeParked = nil }()
+	probed := make(chan error, 1)
+	go func() {
+		_, st, err := c.Probe(0, 1, 3, false)
+		if err == nil && (st.Source != 1 || st.Tag != 3 || st.Len != 8) {
+			err = fmt.Errorf("probed source %d, tag %d, %d bytes; want 1, 3, 8", st.Source, st.Tag, st.Len)
+		}
+		probed <- err
+	}()
+	<-claimed
+	time.Sleep(5 * time.Millisecond) // the last look taken
+	late.key, late.n = key{src: 1, tag: 3}, 8
+	late.publish(pos)
+	select {
+	case err := <-probed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Probe still waits for a message claimed before its last look")
 	}
 }

@@ -555,6 +555,11 @@ func Cancel(r *Request) {
 	}
 }
 
+// probeParked, when a test sets it, runs where a blocking Probe has counted itself
+// parked and has not yet taken its last look, so that a test can have a sender
+// claim a slot between the two (TestProbeSeesClaimedSlot).
+var probeParked func()
+
 // Probe waits for a message matching (src, tag) at rank me and returns its status;
 // with take it also removes the message and returns it, for Mrecv (Mprobe).
 func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
@@ -578,8 +583,11 @@ func (c *Comm) Probe(me, src, tag int, take bool) (*Request, Status, error) {
 		ep.parked.Add(1)
 		ep.mu.Unlock()
 		c.World.flushDeferred()
+		if probeParked != nil {
+			probeParked()
+		}
 		var aborted bool
-		if !ep.arrived() {
+		if !ep.pending() { // not arrived: a slot's publication may not show yet, its claim does
 			select {
 			case <-w.ch:
 			case <-c.World.abort:
