@@ -25,7 +25,9 @@ func (w *waiter) ring() {
 // spinFor polls cond within the endpoint's spin budget. It returns whether cond came
 // true and, if not, when the wait started (spin.Now), for settle. Every wait starts
 // here, so it first writes what streaming sends left to the send daemons
-// (flushDeferred): what the wait is for may answer them. In a world of several procs
+// (flushDeferred): what the wait is for may answer them. Where it polls no rings and
+// GOMAXPROCS was 1 when the world was made, it yields at every poll (spin.Yielding):
+// whatever it waits for runs on its P. In a world of several procs
 // it also polls the network device (netd.Device.Poll) between polls of cond: the
 // waiting rank handles what comes from other procs itself, instead of waiting for a
 // receive daemon's turn on the processor and its hand-over.
@@ -37,6 +39,9 @@ func (ep *Endpoint) spinFor(cond func() bool) (bool, int64) {
 	}
 	budget := time.Duration(ep.spin.Load())
 	np := wd.poller
+	if np == nil && wd.oneP { // on one P, what we wait for runs only when we yield
+		return spin.Yielding(budget, cond)
+	}
 	if np == nil || budget <= 0 {
 		return spin.Timed(budget, cond)
 	}

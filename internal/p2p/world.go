@@ -6,6 +6,7 @@ package p2p
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,11 +64,12 @@ type World struct {
 	net    Net          // how messages reach the other procs
 	demand *netd.Demand // the device's count of parked ranks; nil without one
 	poller netd.Poller  // the device, if waiting ranks may poll it; else nil
+	oneP   bool         // GOMAXPROCS was 1 when the world was made: see spinFor
 }
 
 // NewWorld makes the endpoints of n ranks.
 func NewWorld(n int, cfg Config) *World {
-	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{})}
+	wd := &World{cfg: cfg, Endpoints: make([]*Endpoint, n), abort: make(chan struct{}), oneP: runtime.GOMAXPROCS(0) == 1}
 	// Credit idle in endpoints is lost to the others: keep it a small share of the cap.
 	wd.chunk = min(max(cfg.PoolCap/int64(8*n), 4*envelopeCharge), 64<<10)
 	// Endpoints must start on cache lines. Small heap objects do (their size classes

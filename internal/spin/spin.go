@@ -62,3 +62,26 @@ func Timed(d time.Duration, cond func() bool) (ok bool, start int64) {
 		}
 	}
 }
+
+// Yielding is Timed for a waiter that shares its only processor with whatever it
+// waits for (GOMAXPROCS=1, and nothing outside the proc to wait for): there
+// polling cannot see the condition change until the waiter yields, so it yields
+// at every poll, and Timed's polls between yields only delay the goroutine that
+// would make it true. An 8-byte ping-pong between two ranks of one proc at
+// GOMAXPROCS=1, one way: 1.86-3.32 µs with Timed's polling, 0.46-0.61 parking at
+// once, 0.38-0.51 yielding at every poll. start is when the wait began, by Now.
+func Yielding(d time.Duration, cond func() bool) (ok bool, start int64) {
+	start = Now()
+	if d <= 0 {
+		return false, start
+	}
+	for {
+		if cond() {
+			return true, start
+		}
+		if Now()-start > int64(d) {
+			return false, start
+		}
+		runtime.Gosched() // may run every other goroutine of the P first: read the clock each time
+	}
+}

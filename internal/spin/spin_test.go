@@ -1,6 +1,8 @@
 package spin
 
 import (
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -26,5 +28,31 @@ func TestTimed(t *testing.T) {
 	before = Now()
 	if ok, start := Timed(0, func() bool { return true }); ok || start < before {
 		t.Fatalf("no spin: ok %v start %d, want false and a start from %d", ok, start, before)
+	}
+}
+
+// TestYielding has a goroutine on the waiter's only processor make the condition
+// true as soon as it runs: the waiter must let it run at its first yield, so the
+// condition is polled twice (Timed polls hundreds of times before it yields). A
+// condition that never comes true ends the wait after about d, and no budget ends
+// it at once; both say when the wait began.
+func TestYielding(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var set atomic.Bool
+	go set.Store(true)
+	polls := 0
+	before := Now()
+	ok, start := Yielding(time.Second, func() bool { polls++; return set.Load() })
+	if !ok || polls != 2 || start < before {
+		t.Fatalf("ok %v after %d polls, start %d (called at %d); want true after 2 polls", ok, polls, start, before)
+	}
+	before = Now()
+	ok, start = Yielding(2*time.Millisecond, func() bool { return false })
+	took := time.Duration(Now() - before)
+	if ok || start < before || took < 2*time.Millisecond || took > time.Second {
+		t.Fatalf("a false condition: ok %v, start %d (called at %d), took %v; want false after 2ms", ok, start, before, took)
+	}
+	if ok, start := Yielding(0, func() bool { return true }); ok || start == 0 {
+		t.Fatalf("no spin: ok %v start %d, want false and a start", ok, start)
 	}
 }
