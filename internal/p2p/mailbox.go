@@ -124,7 +124,7 @@ type lane struct {
 	*claims       // what the senders write
 	id      uint8 // its index in the mailbox, read by the senders
 	_       [47]byte
-	head    atomic.Uint64 // next position to take: the receiver's line
+	head    atomic.Uint64 // next position to take: the receiver's line; stored with release order (senders poll it for room, nothing parks on it)
 	left    atomic.Uint64 // 1 + the position of the head a drain last left where it was (see waiting)
 	seen    atomic.Uint64 // the tail then
 	stuck   atomic.Bool   // a sender waited a whole spin for the receiver in vain
@@ -466,7 +466,7 @@ func (ep *Endpoint) mergeBox(b *mailbox, pat *key, buf []byte, st *Status, until
 		if ok, done = ep.takeSlot(ln, s, pos, pat, buf, st, true); done {
 			completed++
 		}
-		ln.head.Store(pos + s.span())
+		storeRelease(&ln.head, pos+s.span())
 		ln.unstick()
 	}
 	return
@@ -543,7 +543,7 @@ func (ep *Endpoint) takeLanes(b *mailbox, pat *key, buf []byte, st *Status) (ok 
 			pos += s.span()
 		}
 		if pos != ln.head.Load() {
-			ln.head.Store(pos)
+			storeRelease(&ln.head, pos)
 			ln.unstick()
 		}
 		if ok {
@@ -616,7 +616,7 @@ func (ep *Endpoint) takeNext(pat key, buf []byte, st *Status) bool {
 		return false
 	}
 	ln.receive(s, pos, buf, st)
-	storeRelease(&ln.head, pos+s.span()) // senders poll it for room, and park on nothing
+	storeRelease(&ln.head, pos+s.span())
 	ln.unstick()
 	return true
 }
