@@ -215,6 +215,7 @@ func TestMergeSeesEarlierLanes(t *testing.T) {
 		ok, _ := ep.takeBox(&pat, buf, &st, published)
 		ep.mu.Unlock()
 		if !ok {
+			runtime.Gosched() // at GOMAXPROCS=1 the sender runs only when this yields
 			continue
 		}
 		if err := seen.check(st, buf); err != nil {
