@@ -65,7 +65,14 @@ func BenchmarkHost(b *testing.B) {
 		name string
 		fn   func(c *Comm, rank int, send, recv []byte) error
 	}{
+		{"barrier", func(c *Comm, rank int, _, _ []byte) error { return c.Barrier(rank) }},
 		{"bcast", func(c *Comm, rank int, _, recv []byte) error { return c.Bcast(rank, recv[:8], 8, 0) }},
+		{"allreduce", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Allreduce(rank, send[:8], recv[:8], 8, sum, true)
+		}},
+		{"reduce", func(c *Comm, rank int, send, recv []byte) error {
+			return c.Reduce(rank, send[:8], recv[:8], 8, sum, true, 0)
+		}},
 		{"scan", func(c *Comm, rank int, send, recv []byte) error {
 			return c.Scan(rank, &coll.Part{Send: send[:8], Recv: recv[:8]}, 8, sum)
 		}},

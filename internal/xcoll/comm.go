@@ -689,7 +689,7 @@ func (o *call) publish(err error, data []byte) {
 func (o *call) await() (*outcome, error) {
 	out := &o.c.out[o.seq%outcomes]
 	published := func() bool { return out.seq.Load() == o.seq+1 }
-	if spin.Until(o.c.spin, published) {
+	if published() || spin.Until(o.c.spin, published) { // published: a Reduce's root that leads its proc
 		return out, nil
 	}
 	ch := make(chan struct{})
@@ -820,7 +820,10 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn co
 	if folds {
 		var acc []byte
 		switch {
-		case hosted && k == coll.KindAllreduce && len(send) > HostData:
+		case hosted && (k == coll.KindAllreduce || len(send) <= HostData):
+			// Free again at the next call: the leader folds its ranks into it and
+			// copies it into the entry (a Reduce's larger part goes on the channel:
+			// its own memory).
 			acc = c.host.scratch(0, len(send))
 		case o.leader():
 			acc = make([]byte, len(send))

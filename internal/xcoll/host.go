@@ -41,7 +41,7 @@ import (
 // the further it runs, the fewer turns a call costs (1x4 Bcast of 8 bytes,
 // same root, 11 rounds interleaved on 2026-12-01: median 0.36 µs with 256
 // slots against 0.48 with 64, Open MPI 0.55; 4x4 unchanged, 1.14 against 1.12).
-func hostSlots(procs int) int {
+func hostSlots(procs int) int { // a power of two (see entry)
 	n := 64
 	for n < 256 && 2*n*procs*entryBytes <= 1<<20 {
 		n *= 2
@@ -114,7 +114,7 @@ func (h *host) entries() int { return offDone + h.procs*lineBytes }
 
 // entry is proc p's entry of call seq.
 func (h *host) entry(seq uint64, p int) entry {
-	off := h.entries() + (int(seq%uint64(h.slots))*h.procs+p)*entryBytes
+	off := h.entries() + (int(seq&uint64(h.slots-1))*h.procs+p)*entryBytes // slots is a power of two: no division
 	return entry{h.seg.Mem[off : off+entryBytes : off+entryBytes]}
 }
 
@@ -126,14 +126,23 @@ func (e entry) seq() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&e.
 // head reads what the entry holds; its length is checked, since another proc
 // wrote it.
 func (e entry) head() (sig uint64, what, class uint32, data []byte, err error) {
-	sig = binary.LittleEndian.Uint64(e.b[8:])
-	what = binary.LittleEndian.Uint32(e.b[16:])
-	class = binary.LittleEndian.Uint32(e.b[20:])
-	n := binary.LittleEndian.Uint32(e.b[24:])
+	h := (*[entryHead]byte)(e.b) // one bounds check for the fields' loads
+	sig = binary.LittleEndian.Uint64(h[8:])
+	what = binary.LittleEndian.Uint32(h[16:])
+	class = binary.LittleEndian.Uint32(h[20:])
+	n := binary.LittleEndian.Uint32(h[24:])
 	if n > HostData || what < entNone || what > entLog {
-		return 0, 0, 0, nil, fmt.Errorf("xcoll: corrupt entry in the host segment (holds %d, length %d)", what, n)
+		return 0, 0, 0, nil, corrupt(what, n)
 	}
 	return sig, what, class, e.b[entryHead : entryHead+int(n)], nil
+}
+
+// corrupt is head's error, out of its way: building it there spilled the
+// fields on every call.
+//
+//go:noinline
+func corrupt(what, n uint32) error {
+	return fmt.Errorf("xcoll: corrupt entry in the host segment (holds %d, length %d)", what, n)
 }
 
 // waitFor polls cond until it holds; coll.ErrAborted if the job ends or a proc
@@ -255,21 +264,23 @@ func (o *call) read(p int) (what uint32, data []byte, err error) {
 	}
 	h := o.c.host
 	e := h.entry(o.seq, p)
-	looks := 0
-	err = o.waitFor(func() bool {
-		if e.seq().Load() == o.seq+1 {
-			return true
-		}
-		if looks++; looks%64 == 0 {
-			if q := o.odd(); q >= 0 {
-				p, e = q, h.entry(o.seq, q)
+	if e.seq().Load() != o.seq+1 { // else no wait to set up
+		looks := 0
+		err = o.waitFor(func() bool {
+			if e.seq().Load() == o.seq+1 {
 				return true
 			}
+			if looks++; looks%64 == 0 {
+				if q := o.odd(); q >= 0 {
+					p, e = q, h.entry(o.seq, q)
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return 0, nil, err
 		}
-		return false
-	})
-	if err != nil {
-		return 0, nil, err
 	}
 	sig, what, class, data, err := e.head()
 	switch {
@@ -455,8 +466,8 @@ func (o *call) hostBlobs(blob []byte, err error, use func(blobs [][]byte) error)
 	if err = worse(err, perr); err != nil {
 		return true, err
 	}
-	blobs := make([][]byte, len(c.procs))
-	othersNet, _, err := o.readParts(blob, blobs, make([]int, len(c.procs)))
+	blobs := c.host.parts // valid for the call, as hostFold's
+	othersNet, _, err := o.readParts(blob, blobs, c.host.lens)
 	switch {
 	case err != nil:
 		return true, err

@@ -41,6 +41,11 @@ func TestHostSlots(t *testing.T) {
 			t.Errorf("%d procs: %d bytes of entries", c.procs, entries)
 		}
 	}
+	for procs := 2; procs <= HostProcs; procs++ {
+		if s := hostSlots(procs); s&(s-1) != 0 { // entry masks the call's number with it
+			t.Errorf("hostSlots(%d) = %d, not a power of two", procs, s)
+		}
+	}
 }
 
 // TestHostRunAheadBounded: in host mode a Bcast's root waits for nobody but the
