@@ -92,6 +92,7 @@ type Comm struct {
 	lrank       []int             // by rank: its place among its proc's ranks
 	me          int               // our proc's index
 	consecutive bool              // every proc's ranks are consecutive: folding by proc keeps rank order
+	alone       bool              // our proc holds one rank of the communicator, its leader: no local steps to tell
 	seqs        []seqLine         // by local rank: its collectives on the communicator
 	spin        time.Duration     // how long a Reduce's root polls for its outcome before it parks
 	out         [outcomes]outcome // written by the leader, read by its proc's ranks
@@ -145,6 +146,7 @@ func New(net *Net, ctx uint32, procOf []int, j *coll.Job, spin time.Duration) *C
 		c.hostable = c.hostable && net.hostOf(p) == net.hostOf(net.Self())
 	}
 	mine := len(c.members[c.me])
+	c.alone = mine == 1
 	c.local = coll.New(j, mine, spin)
 	if mine <= runtime.GOMAXPROCS(0) { // as coll.New: a spinner only delays the ranks it waits for
 		c.spin = spin
@@ -244,7 +246,9 @@ func (o *call) fault(class errs.Class, peer int, format string, args ...any) *er
 // not overwritten before its leader has read it: a rank writes it again outcomes
 // calls later, and it cannot get that far ahead of its leader.
 func (o *call) arrive() {
-	o.c.arrivals[o.at(outcomes)] = arrival{seq: o.seq, sig: o.sig}
+	if !o.c.alone {
+		o.c.arrivals[o.at(outcomes)] = arrival{seq: o.seq, sig: o.sig}
+	}
 }
 
 // at is the index of the calling rank's entry for the call in a ring of k calls
@@ -260,7 +264,7 @@ func (o *call) at(k uint64) int { return int(o.seq%k)*o.c.Local() + o.lr }
 // the messages it would wait for may never come; its alarm ends the waits of
 // the other leaders that its call leaves without a message.
 func (o *call) sameCall(err error) error {
-	if !o.leader() || err != nil {
+	if !o.leader() || err != nil || o.c.alone {
 		return err
 	}
 	mine := o.c.Local()
@@ -659,6 +663,9 @@ func (o *call) toRoot(data []byte, err error) ([]byte, error) {
 // proc's ranks meet in a local barrier, and each reads it.
 func (o *call) release(err error, data []byte) (*outcome, error) {
 	o.publish(err, data)
+	if o.c.alone { // no rank to meet: the outcome is the leader's own
+		return &o.c.out[o.seq%outcomes], nil
+	}
 	if berr := o.c.local.Barrier(o.lr); berr != nil {
 		return nil, o.fromLocal(berr)
 	}
@@ -679,6 +686,9 @@ func (o *call) publish(err error, data []byte) {
 	out.err, out.data = err, data
 	// We store seq, then load wake; await stores wake, then loads seq.
 	out.seq.Store(o.seq + 1)
+	if o.c.alone {
+		return // the leader is the only rank: nobody waits
+	}
 	if ch := out.wake.Swap(nil); ch != nil {
 		close(*ch)
 	}
