@@ -66,7 +66,8 @@ func (o *call) lead(ps []coll.Part, err error) error {
 
 // run runs a collective of this file: meet, the leader's share, the release.
 func (c *Comm) run(k kind, rank, root, elem int, fn coll.Op, p coll.Part) error {
-	o := c.start(rank, k, root, elem)
+	var o call
+	c.start(&o, rank, k, root, elem)
 	o.fn = fn
 	ps, err := o.meet(p)
 	if o.leader() {
