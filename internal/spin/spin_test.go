@@ -32,8 +32,8 @@ func TestTimed(t *testing.T) {
 }
 
 // TestYielding has a goroutine on the waiter's only processor make the condition
-// true as soon as it runs: the waiter must let it run at its first yield, so the
-// condition is polled twice (Timed polls hundreds of times before it yields). A
+// true as soon as it runs: the waiter must let it run at its yields, so the
+// condition is polled a few times (Timed polls hundreds of times before it yields). A
 // condition that never comes true ends the wait after about d, and no budget ends
 // it at once; both say when the wait began.
 func TestYielding(t *testing.T) {
@@ -43,8 +43,12 @@ func TestYielding(t *testing.T) {
 	polls := 0
 	before := Now()
 	ok, start := Yielding(time.Second, func() bool { polls++; return set.Load() })
-	if !ok || polls != 2 || start < before {
-		t.Fatalf("ok %v after %d polls, start %d (called at %d); want true after 2 polls", ok, polls, start, before)
+	// The second poll sees it, after the first yield ran the goroutine; or a later one,
+	// when a yield handed the processor back to us first (the scheduler takes from the
+	// global queue, where Gosched put us, one time in 61). Timed would poll hundreds of
+	// times before its first yield.
+	if !ok || polls < 2 || polls > 8 || start < before {
+		t.Fatalf("ok %v after %d polls, start %d (called at %d); want true after 2 to 8 polls", ok, polls, start, before)
 	}
 	before = Now()
 	ok, start = Yielding(2*time.Millisecond, func() bool { return false })
