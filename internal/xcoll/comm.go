@@ -777,7 +777,11 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 		return o.finish(nil, err)
 	}
 	if o.leader() && c.host != nil {
-		o.publish(o.hostBcastInto(ri, buf), nil)
+		err := o.hostBcastInto(ri, buf)
+		if c.alone { // no rank of ours to pass it on to
+			return o.finish(nil, err)
+		}
+		o.publish(err, nil)
 	} else if o.leader() {
 		data, err := o.bcast(ri, nil, nil)
 		if err == nil {
