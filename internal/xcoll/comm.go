@@ -686,11 +686,11 @@ func (o *call) publish(err error, data []byte) {
 	}
 	out := &o.c.out[o.seq%outcomes]
 	out.err, out.data = err, data
+	if o.c.alone {
+		return // the leader is the only rank: it reads it through release, nobody waits
+	}
 	// We store seq, then load wake; await stores wake, then loads seq.
 	out.seq.Store(o.seq + 1)
-	if o.c.alone {
-		return // the leader is the only rank: nobody waits
-	}
 	if ch := out.wake.Swap(nil); ch != nil {
 		close(*ch)
 	}
@@ -776,15 +776,13 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 		}
 		return o.finish(nil, err)
 	}
-	if o.leader() && c.host != nil {
-		err := o.hostBcastInto(ri, buf)
-		if c.alone { // no rank of ours to pass it on to
-			return o.finish(nil, err)
-		}
-		o.publish(err, nil)
-	} else if o.leader() {
-		data, err := o.bcast(ri, nil, nil)
-		if err == nil {
+	var err error
+	switch {
+	case o.leader() && c.host != nil:
+		err = o.hostBcastInto(ri, buf)
+	case o.leader():
+		var data []byte
+		if data, err = o.bcast(ri, nil, nil); err == nil {
 			if len(data) != len(buf) {
 				class := errs.Count
 				if len(data) > len(buf) {
@@ -795,8 +793,11 @@ func (c *Comm) Bcast(rank int, buf []byte, elem, root int) error {
 				copy(buf, data)
 			}
 		}
-		o.publish(err, nil)
 	}
+	if c.alone { // no rank of ours to pass it on to
+		return o.finish(nil, err)
+	}
+	o.publish(err, nil)
 	lerr := o.fromLocal(c.local.Bcast(o.lr, buf, elem, 0))
 	if lerr != nil {
 		return o.finish(nil, lerr)
@@ -881,7 +882,7 @@ func (c *Comm) reduce(k kind, rank, root int, send, recv []byte, elem int, fn co
 	var out *outcome
 	var rerr error
 	switch {
-	case k == coll.KindAllreduce:
+	case k == coll.KindAllreduce || c.alone: // alone: the leader's own outcome, a Reduce's root's or not
 		out, rerr = o.release(err, total)
 	case rank != root:
 		// The other ranks of a Reduce leave without the outcome, as in one proc
