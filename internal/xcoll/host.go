@@ -295,6 +295,22 @@ func (o *call) read(p int) (what uint32, data []byte, err error) {
 	return what, data, nil
 }
 
+// posted returns the part in e, a proc's entry of the call, if the entry is
+// posted with our call's signature and its part in it: read's common case,
+// without read's call and the wait it may set up, for the loops over every
+// proc's entry (a 1x4 Barrier spent a third of its instructions in three reads).
+// Anything else is for read to wait for or report.
+func (o *call) posted(e entry) ([]byte, bool) {
+	h := (*[entryHead]byte)(e.b)
+	if e.seq().Load() != o.seq+1 || binary.LittleEndian.Uint64(h[8:]) != o.sig || binary.LittleEndian.Uint32(h[16:]) != entData {
+		return nil, false
+	}
+	if n := binary.LittleEndian.Uint32(h[24:]); n <= HostData {
+		return e.b[entryHead : entryHead+n], true
+	}
+	return nil, false
+}
+
 // odd returns the index of a proc whose entry of the call holds another
 // signature than ours, or -1.
 func (o *call) odd() int {
@@ -326,7 +342,10 @@ func (o *call) hostBarrier(err error) error {
 	_, perr := o.postPart(nil, err)
 	err = worse(err, perr)
 	for p := range o.c.host.procs {
-		if p != o.c.me && err == nil {
+		if p == o.c.me || err != nil {
+			continue
+		}
+		if _, ok := o.posted(o.c.host.entry(o.seq, p)); !ok || o.split != nil {
 			_, _, err = o.read(p)
 		}
 	}
@@ -505,7 +524,11 @@ func (o *call) readParts(own []byte, parts [][]byte, lens []int) (onNet, big boo
 			parts[p], lens[p] = own, len(own)
 			continue
 		}
-		what, data, rerr := o.read(p)
+		data, ok := o.posted(o.c.host.entry(o.seq, p))
+		what, rerr := uint32(entData), error(nil)
+		if !ok || o.split != nil {
+			what, data, rerr = o.read(p)
+		}
 		lens[p] = len(data)
 		switch {
 		case rerr != nil:
