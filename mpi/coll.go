@@ -81,10 +81,10 @@ func (c *Comm) crossing(root int) *xcoll.Comm {
 	if !c.usable() || !c.core.spans || uint(root) >= uint(c.Size()) {
 		return nil
 	}
-	if x := c.core.across(); x.Queued(c.rank).Idle() {
-		return x
+	if !c.queued().Idle() {
+		return nil
 	}
-	return nil
+	return c.core.across()
 }
 
 // local is direct for a c already checked: its engine, if c lives in this proc and
