@@ -79,6 +79,7 @@ func runJoined(bj *boot.Job, fn func(*Comm) error, opts []Option) error {
 			return h
 		}, cfg.crowded, logf)
 	}
+	dev.Start() // now that its handlers are ready for what the others send
 	if cfg.p2p.ErrorsReturn {
 		// Survivors must hear of a death even from a proc they never sent to.
 		if err := dev.ConnectAll(netd.ChannelP2P); err != nil {

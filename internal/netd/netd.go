@@ -164,6 +164,7 @@ type Device struct {
 	ctx     context.Context // cancelled by Close: aborts TCP connects and accepted handshakes
 	cancel  context.CancelFunc
 	closing atomic.Bool
+	started atomic.Bool   // Start ran: the accept loop
 	quit    chan struct{} // closed by Close: send daemons flush and exit
 
 	strangers chan struct{}  // one token per accepted connection in its handshake
@@ -194,8 +195,8 @@ type peer struct {
 	links [2]link    // our sending side, per channel
 }
 
-// New starts a Device: it accepts on cfg.Listener at once and connects to other
-// procs when first asked to send to them.
+// New makes a Device: it connects to other procs when first asked to send to
+// them, and accepts on cfg.Listener once started (Start).
 func New(cfg Config) (*Device, error) {
 	switch {
 	case cfg.Procs < 1 || cfg.Procs > maxProcs:
@@ -229,11 +230,21 @@ func New(cfg Config) (*Device, error) {
 		d.logf = log.Printf
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	if cfg.Listener != nil {
-		d.wg.Add(1)
-		go d.acceptLoop()
-	}
 	return d, nil
+}
+
+// Start accepts connections on Config.Listener, which New does not, so that the
+// caller may first give its handlers what they answer with: a handler may Post
+// from Handle (an RTS's acknowledgement), and a proc dialled by a faster one got
+// messages handed to its p2p world before the world knew the Device (a data race
+// that `go test -race` caught in CI). Later calls, and calls after Close, do
+// nothing. Connections that the Device dials need no Start.
+func (d *Device) Start() {
+	if d.cfg.Listener == nil || d.closing.Load() || !d.started.CompareAndSwap(false, true) {
+		return
+	}
+	d.wg.Add(1)
+	go d.acceptLoop()
 }
 
 // peer returns the state of proc, making it on first use.

@@ -209,6 +209,7 @@ type tproc struct {
 	addr      string
 	p2p, coll *handler
 	log       *logs
+	hold      bool // startJob leaves the Device unstarted (Start)
 }
 
 func (p *tproc) handler(ch Channel) *handler {
@@ -247,6 +248,9 @@ func startJob(t testing.TB, n int, tweak func(i int, cfg *Config, p *tproc)) []*
 			t.Fatal(err)
 		}
 		p.dev = d
+		if !p.hold {
+			d.Start()
+		}
 		t.Cleanup(func() { _ = d.Close() })
 	}
 	return ps
@@ -334,6 +338,34 @@ func transports(t *testing.T) map[string]func(int, *Config, *tproc) {
 // in order per sender, and large ones are read straight into the handler's
 // buffer; over TCP, over Unix domain sockets, over shared memory, and over
 // sockets where one proc would use shared memory and the others not.
+// TestStart: a Device accepts no connection, and so hands its handlers nothing
+// that others send, until it is started: until its proc has given the handlers
+// what they answer with.
+func TestStart(t *testing.T) {
+	noLeaks(t)
+	ps := startJob(t, 2, func(i int, _ *Config, p *tproc) { p.hold = i == 0 })
+	sent := make(chan error, 1)
+	go func() {
+		sent <- ps[1].dev.Send(0, ChannelP2P, message(ChannelP2P, 1, 0, 0, 100), payloadOf(1, 0, 0, 100))
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if n, got := ps[0].ln.n.Load(), ps[0].p2p.count(); n != 0 || got != 0 {
+		t.Fatalf("before Start: %d connections accepted, %d messages handled; want none", n, got)
+	}
+	ps[0].dev.Start()
+	ps[0].dev.Start() // a second call does nothing
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message", func() bool { return ps[0].p2p.count() == 1 })
+	if r := ps[0].p2p.records()[0]; !r.ok || r.proc != 1 {
+		t.Errorf("handled %+v, want proc 1's message intact", r)
+	}
+	if n := ps[0].ln.n.Load(); n != 1 {
+		t.Errorf("%d connections accepted, want 1", n)
+	}
+}
+
 func TestDelivery(t *testing.T) {
 	for name, tweak := range transports(t) {
 		t.Run(name, func(t *testing.T) { testDelivery(t, tweak, name == "shm") })

@@ -68,6 +68,7 @@ func TestEchoProc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.Start()
 	fmt.Println(ln.Addr())
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	_ = d.Close()
@@ -126,6 +127,7 @@ func BenchmarkPingPongProcs(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			d.Start()
 			defer d.Close()
 			ping := []byte("pingping")
 			h := &wire.Header{Kind: wire.Eager, Len: 8}

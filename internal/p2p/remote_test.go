@@ -64,6 +64,7 @@ func newJob(t *testing.T, l *topo.Layout, cfgs ...Config) *job {
 			t.Fatal(err)
 		}
 		wd.Connect(dev)
+		dev.Start()
 		j.worlds, j.devices = append(j.worlds, wd), append(j.devices, dev)
 	}
 	t.Cleanup(func() {
