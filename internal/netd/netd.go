@@ -234,11 +234,10 @@ func New(cfg Config) (*Device, error) {
 }
 
 // Start accepts connections on Config.Listener, which New does not, so that the
-// caller may first give its handlers what they answer with: a handler may Post
-// from Handle (an RTS's acknowledgement), and a proc dialled by a faster one got
-// messages handed to its p2p world before the world knew the Device (a data race
-// that `go test -race` caught in CI). Later calls, and calls after Close, do
-// nothing. Connections that the Device dials need no Start.
+// caller may first give its handlers the Device they answer through: a handler
+// may Post from Handle (an RTS's acknowledgement), and a proc dialled by a faster
+// one handed it messages before it knew the Device. Later calls, and calls after
+// Close, do nothing. Connections that the Device dials need no Start.
 func (d *Device) Start() {
 	if d.cfg.Listener == nil || d.closing.Load() || !d.started.CompareAndSwap(false, true) {
 		return

@@ -333,11 +333,6 @@ func transports(t *testing.T) map[string]func(int, *Config, *tproc) {
 	return map[string]func(int, *Config, *tproc){"tcp": nil, "unix": overUnix(t), "shm": overShm(t)}
 }
 
-// TestDelivery: every proc sends to every other on both channels from two
-// goroutines per (proc, channel): payloads of 0 bytes to 8 MiB arrive intact and
-// in order per sender, and large ones are read straight into the handler's
-// buffer; over TCP, over Unix domain sockets, over shared memory, and over
-// sockets where one proc would use shared memory and the others not.
 // TestStart: a Device accepts no connection, and so hands its handlers nothing
 // that others send, until it is started: until its proc has given the handlers
 // what they answer with.
@@ -366,6 +361,11 @@ func TestStart(t *testing.T) {
 	}
 }
 
+// TestDelivery: every proc sends to every other on both channels from two
+// goroutines per (proc, channel): payloads of 0 bytes to 8 MiB arrive intact and
+// in order per sender, and large ones are read straight into the handler's
+// buffer; over TCP, over Unix domain sockets, over shared memory, and over
+// sockets where one proc would use shared memory and the others not.
 func TestDelivery(t *testing.T) {
 	for name, tweak := range transports(t) {
 		t.Run(name, func(t *testing.T) { testDelivery(t, tweak, name == "shm") })
