@@ -164,7 +164,7 @@ type Device struct {
 	ctx     context.Context // cancelled by Close: aborts TCP connects and accepted handshakes
 	cancel  context.CancelFunc
 	closing atomic.Bool
-	started atomic.Bool   // Start ran: the accept loop
+	started atomic.Bool   // set by the first Start, which runs the accept loop
 	quit    chan struct{} // closed by Close: send daemons flush and exit
 
 	strangers chan struct{}  // one token per accepted connection in its handshake
