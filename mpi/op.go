@@ -119,12 +119,12 @@ func (op Op) kernel(t reflect.Type, call string, rank int) (coll.Op, error) {
 		return coll.Op{Fold: d.user}, nil
 	case d.pairs != nil:
 		if f := d.pairs[t]; f != nil {
-			return coll.Op{Fold: f}, nil
+			return coll.Op{Fold: f, Builtin: true}, nil
 		}
 		return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on value-index pairs: the mpi.Pair types of mpi.LocPair)", d.name, t)
 	}
 	if k := t.Kind(); d.kernels[k] != nil {
-		return coll.Op{Fold: d.kernels[k], Fold3: d.fused[k]}, nil
+		return coll.Op{Fold: d.kernels[k], Fold3: d.fused[k], Builtin: true}, nil
 	}
 	return coll.Op{}, errs.New(errs.Op, call, rank, "%s is not defined on %v (MPI defines it on %s)", d.name, t, domains[d.name])
 }

@@ -785,7 +785,7 @@ func (c *Comm) Barrier(rank int) error {
 		return nil
 	}
 	if c.n <= slotRanks && c.spin > 0 { // see slotEveryone
-		if ok, err := c.reduceInSlot(barrier, rank, 0, nil, nil, 0, nil, nil); ok {
+		if ok, err := c.reduceInSlot(barrier, rank, 0, nil, nil, 0, Op{}, nil); ok {
 			return err
 		}
 	}

@@ -324,7 +324,7 @@ func (c *Comm) exchange(k kind, rank, root, elem int, op Op, p *Part) error {
 		return nil
 	}
 	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(k, c.pieceWidth(k, p.Send, p), elem) {
-		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, op.Fold, p); ok {
+		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, op, p); ok {
 			return err
 		}
 	}
@@ -668,7 +668,8 @@ func (c *Comm) scanSmall(e *episode, k kind, rank, elem int, p *Part) error {
 	if k == exscan {
 		top--
 	}
-	if f := fold(k, func(j int) []byte { return e.slab[j*w : (j+1)*w] }, top+1, w, p.Recv, e.op.Fold); f != nil {
+	ps := slab(e.slab, top+1, w)
+	if f := fold(k, &ps, top+1, p.Recv, e.op); f != nil {
 		e.fail(f)
 	}
 	return c.outcome(e, rank, true)

@@ -187,31 +187,29 @@ var slotRoom = func() (t [litBytes + 1]struct{ first, all uint8 }) {
 	return t
 }()
 
-// slotPiece returns the w bytes of rank's contribution to episode s's slot: in the
+// slotPieces is the layout of the pieces of w bytes in episode s's slot: in the
 // rest of the slot's line while whole pieces fit there, then in the rest of its
 // claim's line (as a Bcast's copy continues there), so that no piece straddles the
 // two and each can be folded where it lies; or, when the n pieces do not fit those,
-// in the slot's wide area. With 4 ranks of two doubles each, a Reduce's, Scan's,
-// Exscan's or Gather's pieces so fit the slot's lines, where they took an
-// episode's six lines.
-func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
+// in the slot's wide area, which the caller's reduceInSlot made. With 4 ranks of two
+// doubles each, a Reduce's, Scan's, Exscan's or Gather's pieces so fit the slot's
+// lines, where they took an episode's six lines. It sets *ps, zero, field by
+// field: a layout made whole, then copied, cost stalled loads (stores of 8 bytes
+// read back 16 at a time), 5% of the samples of 4 ranks' Scan of one double.
+func (c *Comm) slotPieces(ps *pieces, s uint64, w int) {
+	ps.stride, ps.width = w, w
 	if !c.narrow(w) {
-		return c.widePiece(s, rank, w)
+		ps.lo, ps.first = c.wide.Load()[s%ringSize][:], c.n
+		return
 	}
-	return c.narrowPiece(s, rank, w)
+	ps.lo, ps.hi, ps.first = c.ring[s%ringSize].data[:], c.claims[s%ringSize].more[:], int(slotRoom[w].first)
 }
 
-// narrowPiece is slotPiece in the slot's lines: small enough to inline, for the
-// folds, which look up a piece at a time.
-func (c *Comm) narrowPiece(s uint64, rank, w int) []byte {
-	if w == 0 {
-		return nil
-	}
-	if first := int(slotRoom[w].first); rank >= first {
-		rank -= first
-		return c.claims[s%ringSize].more[rank*w : (rank+1)*w]
-	}
-	return c.ring[s%ringSize].data[rank*w : (rank+1)*w]
+// slotPiece is rank's piece of w bytes in episode s's slot (see slotPieces).
+func (c *Comm) slotPiece(s uint64, rank, w int) []byte {
+	var ps pieces
+	c.slotPieces(&ps, s, w)
+	return ps.at(rank)
 }
 
 // widePiece is slotPiece in the wide area, which the caller's reduceInSlot made.
@@ -226,7 +224,7 @@ func (c *Comm) widePiece(s uint64, rank, w int) []byte {
 // block, and no more). It reports false, having done nothing, when a root of
 // another collective left its copy there: the rank then goes through an episode,
 // where it finds the fault.
-func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, fn func(in, inout []byte), p *Part) (bool, error) {
+func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int, op Op, p *Part) (bool, error) {
 	s := c.ranks[rank].seq.Load()
 	if c.job.aborted.Load() || !c.free(s) {
 		return true, ErrAborted
@@ -234,8 +232,10 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 	r, claim := &c.ring[s%ringSize], &c.claims[s%ringSize].s
 	w, mine, bit := c.pieceWidth(k, send, p), slotTag|(s+1), uint64(1)<<rank
 	if !c.narrow(w) {
-		c.wideArea() // for slotPiece
+		c.wideArea() // for slotPieces
 	}
+	var ps pieces
+	c.slotPieces(&ps, s, w)
 	if k == gatherv && rank == root {
 		send = nil // its block stays in its buffer (gathervOut)
 	}
@@ -257,29 +257,29 @@ func (c *Comm) reduceInSlot(k kind, rank, root int, send, recv []byte, elem int,
 			return false, nil // a copy for s: see unlit
 		case claim.CompareAndSwap(old, mine):
 			// Opened with our contribution in: one line move fewer than setting our bit after.
-			c.putPiece(k, s, rank, w, send)
+			c.putPiece(k, s, rank, &ps, send)
 			v = call | bit
 			r.lit.Store(v)
-			return true, c.slotDone(k, rank, root, s, v, recv, w, fn, p)
+			return true, c.slotDone(k, rank, root, s, v, recv, &ps, op, p)
 		}
 		v, held = c.slotHeld(s)
 	}
 	if v&slotCall != call&slotCall {
 		return true, c.slotOdd(k, rank, root, s, w, elem, v)
 	}
-	c.putPiece(k, s, rank, w, send)
+	c.putPiece(k, s, rank, &ps, send)
 	for !r.lit.CompareAndSwap(v, v|bit) {
 		v = r.lit.Load()
 	}
-	return true, c.slotDone(k, rank, root, s, v|bit, recv, w, fn, p)
+	return true, c.slotDone(k, rank, root, s, v|bit, recv, &ps, op, p)
 }
 
 // slotDone is a rank's part in a small reduction (kind k) once its bit is in v, the
 // word of episode s's slot: it wakes or fails whom it must (slotLeft), waits for and
 // folds the contributions it needs (slotFold), and counts itself in.
-func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, w int, fn func(in, inout []byte), p *Part) error {
-	c.slotLeft(k, rank, root, s, v, w)
-	err := c.slotFold(k, rank, root, s, recv, w, fn, p)
+func (c *Comm) slotDone(k kind, rank, root int, s, v uint64, recv []byte, ps *pieces, op Op, p *Part) error {
+	c.slotLeft(k, rank, root, s, v, ps.width)
+	err := c.slotFold(k, rank, root, s, recv, ps, op, p)
 	c.count(rank, s)
 	return err
 }
@@ -323,20 +323,21 @@ func (c *Comm) slotLeft(k kind, rank, root int, s, v uint64, w int) {
 // rank; a Scan's rank r: ranks 0 to r; an Exscan's: 0 to r-1), or one has found its
 // call different, and folds them into recv in rank order, or copies its blocks out
 // (a Barrier: nothing).
-func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn func(in, inout []byte), p *Part) error {
+func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, ps *pieces, op Op, p *Part) error {
+	w := ps.width
 	r := &c.ring[s%ringSize]
-	pieces := rank + 1 // a Scan's
+	count := rank + 1 // a Scan's pieces
 	switch {
 	case (k == reduce || k == gather) && rank != root, k == exscan && rank == 0:
 		return nil
 	case k == gatherv && rank != root:
 		return c.gathervLeft(s, rank, w, p.Send)
 	case k == reduce, k == allreduce, k == barrier, k == gather, k == gatherv, k == allgather, k == allgatherv, k == alltoall, k == reduceScatterBlock:
-		pieces = c.n
+		count = c.n
 	case k == exscan:
-		pieces = rank
+		count = rank
 	}
-	need := uint64(1)<<pieces - 1
+	need := uint64(1)<<count - 1
 	over := func() bool { v := r.lit.Load(); return v&need == need || v&slotFault != 0 }
 	if !over() && !c.poll(over) || r.lit.Load()&slotFault != 0 {
 		e := c.take(rank, slotWait, root, 0, Op{}, -1)
@@ -352,10 +353,6 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 			return c.outcome(e, rank, ok)
 		}
 	}
-	piece, width := func(j int) []byte { return c.narrowPiece(s, j, w) }, w
-	if !c.narrow(w) {
-		piece = func(j int) []byte { return c.widePiece(s, j, w) }
-	}
 	switch k {
 	case barrier:
 		return nil
@@ -365,21 +362,22 @@ func (c *Comm) slotFold(k kind, rank, root int, s uint64, recv []byte, w int, fn
 		return c.allgathervOut(s, rank, w, p)
 	case gather, allgather: // every rank's block has the length of ours, its RecvBlock
 		for j := range c.n {
-			copy(recv[j*w:(j+1)*w], piece(j))
+			copy(recv[j*w:(j+1)*w], ps.at(j))
 		}
 		return nil
 	case alltoall: // block rank of every rank's n
 		b := w / c.n
 		for j := range c.n {
-			copy(recv[j*b:(j+1)*b], piece(j)[rank*b:])
+			copy(recv[j*b:(j+1)*b], ps.at(j)[rank*b:])
 		}
 		return nil
 	case reduceScatterBlock: // block rank of every rank's n, folded
 		b := w / c.n
-		whole := piece
-		piece, width = func(j int) []byte { return whole(j)[rank*b : (rank+1)*b] }, b
+		blocks := *ps
+		blocks.off, blocks.width = rank*b, b
+		ps = &blocks
 	}
-	if err := fold(k, piece, pieces, width, recv, fn); err != nil {
+	if err := fold(k, ps, count, recv, op); err != nil {
 		err.Rank = rank
 		return err
 	}
@@ -529,20 +527,15 @@ func (c *Comm) pieceWidth(k kind, send []byte, p *Part) int {
 	return len(send)
 }
 
-// putPiece writes rank's contribution send into its w-byte piece of episode s's
-// slot: a Gatherv's with its length first, or its length alone when the block lies
-// in the wide area, or marked set aside when too long for that.
-func (c *Comm) putPiece(k kind, s uint64, rank, w int, send []byte) {
-	var piece []byte // slotPiece, inlined
-	if c.narrow(w) {
-		piece = c.narrowPiece(s, rank, w)
-	} else {
-		piece = c.widePiece(s, rank, w)
-	}
+// putPiece writes rank's contribution send into its piece of episode s's slot,
+// whose layout is ps: a Gatherv's with its length first, or its length alone when
+// the block lies in the wide area, or marked set aside when too long for that.
+func (c *Comm) putPiece(k kind, s uint64, rank int, ps *pieces, send []byte) {
+	piece := ps.at(rank)
 	switch {
 	case k != gatherv && k != allgatherv:
 		copy(piece, send)
-	case len(send) < w:
+	case len(send) < ps.width:
 		piece[0] = byte(len(send))
 		copy(piece[1:], send)
 	case k == gatherv && len(send) <= c.wideShare():
