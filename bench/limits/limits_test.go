@@ -1,11 +1,13 @@
 // Package limits measures what this machine allows, so that Weft's figures can be
 // read against it: memory copy bandwidth, alone and as a collective's copies, and the
 // cost of handing a value from one goroutine to another by spinning on a shared word
-// and by a channel (which parks), and of giving every one of many goroutines a turn.
+// or on lines that carry a message, and by a channel (which parks), and of giving
+// every one of many goroutines a turn.
 package limits
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -90,6 +92,76 @@ func BenchmarkSpinHandoff(b *testing.B) {
 		}
 	}
 	<-done
+}
+
+// BenchmarkLineHandoff is a round trip of an 8-byte message between two goroutines,
+// each writing a line of it (an envelope, the data, then a sequence word) and
+// spinning on the sequence word of the line the other writes, as a mailbox's
+// sender and receiver do. ring: each side writes into the other's ring of 64
+// such lines, as Weft's mailbox lanes (and Open MPI's fastboxes) do, so every
+// hand-off moves a line the receiver holds while it polls: the writer first takes
+// it away, then the poller fetches it back. duplex: both directions take turns in
+// one line, and each side writes the line it has just read, as the two sides of
+// BenchmarkSpinHandoff do; the line then moves once per hand-off. ring is the
+// floor of message passing where each direction has memory of its own; duplex
+// what a line shared by a pair of ranks would allow (on this VM: as little as
+// SpinHandoff while its vCPUs share no cache, no less than ring while they do,
+// where the writer's several stores seem to lose the line to the poller between
+// them). On amd64 the publication is a plain store, a release store there, as
+// Weft's is.
+func BenchmarkLineHandoff(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two processors")
+	}
+	type line struct {
+		seq   atomic.Uint64
+		stamp uint64
+		key   [2]uint64
+		n     uint32
+		data  [28]byte
+	}
+	send := func(l *line, seq, v uint64) {
+		l.stamp, l.key, l.n = v, [2]uint64{1, 2}, 8
+		binary.LittleEndian.PutUint64(l.data[:], v)
+		publish(&l.seq, seq)
+	}
+	recv := func(l *line, seq uint64) uint64 {
+		for l.seq.Load() != seq {
+		}
+		return binary.LittleEndian.Uint64(l.data[:])
+	}
+	for _, shape := range []string{"ring", "duplex"} {
+		b.Run(shape, func(b *testing.B) {
+			var there, back [64]line
+			// Message i goes out in line out(i) with sequence word 2i+1 and comes
+			// back in line in(i) with 2i+2.
+			out, in := func(i uint64) *line { return &there[i%64] }, func(i uint64) *line { return &back[i%64] }
+			if shape == "duplex" {
+				out, in = func(uint64) *line { return &there[0] }, func(uint64) *line { return &there[0] }
+			}
+			bad := make(chan uint64, 1)
+			go func() {
+				defer close(bad)
+				for i := uint64(0); i < uint64(b.N); i++ {
+					v := recv(out(i), 2*i+1)
+					if v != i {
+						bad <- v
+						return
+					}
+					send(in(i), 2*i+2, v)
+				}
+			}()
+			for i := uint64(0); i < uint64(b.N); i++ {
+				send(out(i), 2*i+1, i)
+				if v := recv(in(i), 2*i+2); v != i {
+					b.Fatalf("round trip %d came back as %d", i, v)
+				}
+			}
+			if v, ok := <-bad; ok {
+				b.Fatalf("a message arrived as %d", v)
+			}
+		})
+	}
 }
 
 // BenchmarkChanHandoff is a round trip through two unbuffered channels: each side
