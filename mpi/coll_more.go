@@ -84,8 +84,14 @@ func gatherPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, root
 // Size(). In place: a nil recv at the root, whose block stays in send.
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 	if l := c.directAt(root); l != nil {
+		if c.rank != root {
+			return c.collective(l.ScatterRecv(coll.KindScatter, c.rank, bytesOf(recv), sizeOf[T](), root), "Scatter")
+		}
 		var p coll.Part
-		return c.exchange(l, coll.KindScatter, "Scatter", sizeOf[T](), root, &p, scatterPart(&p, c, "Scatter", send, recv, root))
+		if err := scatterPart(&p, c, "Scatter", send, recv, root); err != nil {
+			return err
+		}
+		return c.collective(l.Scatter(c.rank, &p, sizeOf[T](), root), "Scatter")
 	}
 	var o collOp
 	return c.run(&o, scatterOp(&o, c, "Scatter", send, recv, root))
@@ -420,8 +426,14 @@ func gathervPart[T Elem](p *coll.Part, c *Comm, name string, send, recv []T, cou
 // at the root, whose block stays in send.
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
 	if l := c.directAt(root); l != nil {
+		if c.rank != root {
+			return c.collective(l.ScatterRecv(coll.KindScatterv, c.rank, bytesOf(recv), sizeOf[T](), root), "Scatterv")
+		}
 		var p coll.Part
-		return c.exchange(l, coll.KindScatterv, "Scatterv", sizeOf[T](), root, &p, scattervPart(&p, c, "Scatterv", send, counts, displs, recv, root))
+		if err := scattervPart(&p, c, "Scatterv", send, counts, displs, recv, root); err != nil {
+			return err
+		}
+		return c.collective(l.Scatterv(c.rank, &p, sizeOf[T](), root), "Scatterv")
 	}
 	var o collOp
 	return c.run(&o, scattervOp(&o, c, "Scatterv", send, counts, displs, recv, root))

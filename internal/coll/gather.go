@@ -157,9 +157,10 @@ func (p *Part) recvCount(j int) int {
 }
 
 // Exchange runs the collective of kind k among those that take a Part (every one
-// of this file): the mpi package's one entry to them, a method of a concrete type,
-// so that the caller's Part stays on its stack (called through an interface, it
-// escaped to the heap: 4 allocations a call).
+// of this file): the mpi package's entry to them but a Scatter's (see
+// ScatterRecv), a method of a concrete type, so that the caller's Part stays on
+// its stack (called through an interface, it escaped to the heap: 4 allocations a
+// call).
 func (c *Comm) Exchange(k Kind, rank, root, elem int, op Op, p *Part) error {
 	switch k {
 	case scatter:
@@ -193,10 +194,23 @@ func (c *Comm) Scatter(rank int, p *Part, elem, root int) error {
 		if done, err := c.scatterRoot(scatter, rank, p, elem, p.SendBlock); done {
 			return err
 		}
-	case c.litCopy(rank, scatter, p.Recv, elem, root):
-		return nil
+	default:
+		return c.ScatterRecv(scatter, rank, p.Recv, elem, root)
 	}
 	return c.exchange(scatter, rank, root, elem, Op{}, p)
+}
+
+// ScatterRecv is a Scatter's or Scatterv's (k) part of a rank other than the root,
+// which is its receive buffer alone: the mpi package calls it with no Part to fill,
+// and the root's part through Scatter or Scatterv, not through Exchange's dispatch
+// (4 ranks' Scatter of 8 bytes: 2,582 -> 2,209 instructions a call, of which the
+// benchmark's own are 824; 0.147 -> 0.114 µs, medians of 8 interleaved rounds).
+func (c *Comm) ScatterRecv(k Kind, rank int, recv []byte, elem, root int) error {
+	if c.litCopy(rank, k, recv, elem, root) {
+		return nil
+	}
+	p := Part{Recv: recv}
+	return c.exchange(k, rank, root, elem, Op{}, &p)
 }
 
 // Scatterv is Scatter with the root's SendCounts and SendDispls. Blocks that are a
@@ -208,8 +222,8 @@ func (c *Comm) Scatterv(rank int, p *Part, elem, root int) error {
 		if done, err := c.scatterRoot(scatterv, rank, p, elem, evenBlocks(p)); done {
 			return err
 		}
-	case c.litCopy(rank, scatterv, p.Recv, elem, root):
-		return nil
+	default:
+		return c.ScatterRecv(scatterv, rank, p.Recv, elem, root)
 	}
 	return c.exchange(scatterv, rank, root, elem, Op{}, p)
 }

@@ -114,31 +114,14 @@ func (r *ringSlot) misfit(s uint64, rank int, k kind, root, elem int, buf []byte
 }
 
 // litCopy takes the rank's part of the root's copy from its next ring slot, if the
-// root has left it there and the rank's call agrees with the root's (a rank whose
-// differs finds the fault through its episode: see unlit), and counts the rank in:
-// it reads the slot before it counts itself, so the root's next lap cannot have
-// replaced it. A rank that spins polls for the copy within its spin; one of more
-// ranks than processors yields once first, as a wait does: the root may be queued
-// on its P, and an episode made for want of it takes the root off the slot too
-// (4 ranks' Bcasts on 2 processors: 60,000 -> 7,500 of 3 million copies through
-// episodes).
+// root has left it there (or leaves it while the rank polls: awaitLit) and the
+// rank's call agrees with the root's (a rank whose differs finds the fault through
+// its episode: see unlit), and counts the rank in: it reads the slot before it
+// counts itself, so the root's next lap cannot have replaced it.
 func (c *Comm) litCopy(rank int, k kind, buf []byte, elem, root int) bool {
 	s := c.ranks[rank].seq.Load()
 	r := &c.ring[s%ringSize]
-	// It polls while the root's copy may come: not when its own receive buffer
-	// says the root's would not fit the slot (a Scatter of 4 ranks' 64-byte blocks,
-	// whose ranks came before the root, yielded at every call: 0.64-0.75 -> 1.2-1.5
-	// µs), and no longer once the episode of s is made (by the root of a Scatter
-	// too long for the slot, or by another rank).
-	settled := func() bool {
-		if r.holds(s) {
-			return true
-		}
-		e := r.p.Load()
-		return e != nil && e.seq == s
-	}
-	may := !k.scatters() || c.n*len(buf) <= litMax
-	if !r.holds(s) && (!may || !c.poll(settled) || !r.holds(s)) {
+	if !r.holds(s) && !c.awaitLit(r, s, k, len(buf)) {
 		return false
 	}
 	if r.kind != k || r.root != int32(root) || r.elem != int32(elem) || !fits(k, len(buf), int(r.len)) {
@@ -146,6 +129,31 @@ func (c *Comm) litCopy(rank int, k kind, buf []byte, elem, root int) bool {
 	}
 	c.copyLit(rank, s, r, buf)
 	return true
+}
+
+// awaitLit polls for the root's copy of episode s in r, for a rank of a call of
+// kind k whose buffer holds n bytes, and reports whether it came. A rank that spins
+// polls within its spin; one of more ranks than processors yields once first, as a
+// wait does: the root may be queued on its P, and an episode made for want of it
+// takes the root off the slot too (4 ranks' Bcasts on 2 processors: 60,000 -> 7,500
+// of 3 million copies through episodes). It polls while the copy may come: not
+// when the rank's own receive buffer says the root's would not fit the slot (a
+// Scatter of 4 ranks' 64-byte blocks, whose ranks came before the root, yielded at
+// every call: 0.64-0.75 -> 1.2-1.5 µs), and no longer once the episode of s is made
+// (by the root of a Scatter too long for the slot, or by another rank). Apart from
+// litCopy, whose call of a rank that finds the copy there builds no closure.
+func (c *Comm) awaitLit(r *ringSlot, s uint64, k kind, n int) bool {
+	if k.scatters() && c.n*n > litMax {
+		return false
+	}
+	settled := func() bool {
+		if r.holds(s) {
+			return true
+		}
+		e := r.p.Load()
+		return e != nil && e.seq == s
+	}
+	return c.poll(settled) && r.holds(s)
 }
 
 // fits reports whether a rank's buffer of n bytes takes its part of a root's copy
