@@ -34,6 +34,9 @@ import (
 // must be a multiple of Size().
 func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 	if l := c.directAt(root); l != nil {
+		if c.rank != root {
+			return c.collective(l.GatherSend(c.rank, bytesOf(send), sizeOf[T](), root), "Gather")
+		}
 		var p coll.Part
 		return c.exchange(l, coll.KindGather, "Gather", sizeOf[T](), root, &p, gatherPart(&p, c, "Gather", send, recv, root))
 	}

@@ -178,6 +178,21 @@ func (c *Comm) Gather(rank int, p *Part, elem, root int) error {
 	return c.exchange(gather, rank, root, elem, Op{}, p)
 }
 
+// GatherSend is a Gather's part of a rank other than the root, which is its send
+// buffer alone: the mpi package calls it with no Part to fill, and the slot (see
+// reduceInSlot) needs none (4 ranks' Gather of 8 bytes: 4,067 -> 3,662 instructions
+// a call, of which the benchmark's own are 943; 0.285 -> 0.270 µs, medians of 8
+// interleaved rounds).
+func (c *Comm) GatherSend(rank int, send []byte, elem, root int) error {
+	if c.slotFits(gather, len(send), elem) { // rank != root: more than one rank
+		if ok, err := c.reduceInSlot(gather, rank, root, send, nil, elem, Op{}, nil); ok {
+			return err
+		}
+	}
+	p := Part{Send: send}
+	return c.exchangeIn(gather, rank, root, elem, Op{}, &p)
+}
+
 // Gatherv is Gather with the root's RecvCounts and RecvDispls.
 func (c *Comm) Gatherv(rank int, p *Part, elem, root int) error {
 	return c.exchange(gatherv, rank, root, elem, Op{}, p)
@@ -325,6 +340,19 @@ const (
 // processor (4 ranks, 8 bytes, GOMAXPROCS=1: Scan 0.369 -> 0.33 µs, Gather
 // 0.240 -> 0.214).
 func (c *Comm) exchange(k kind, rank, root, elem int, op Op, p *Part) error {
+	if c.n > 1 {
+		if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(k, c.pieceWidth(k, p.Send, p), elem) {
+			if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, op, p); ok {
+				return err
+			}
+		}
+	}
+	return c.exchangeIn(k, rank, root, elem, op, p)
+}
+
+// exchangeIn is exchange through an episode, for a collective that did not go
+// through its slot.
+func (c *Comm) exchangeIn(k kind, rank, root, elem int, op Op, p *Part) error {
 	if c.n == 1 {
 		x := &exchange{shares: []share{{Part: *p}}}
 		if f := c.agree(k, x, root, elem); f != nil {
@@ -336,11 +364,6 @@ func (c *Comm) exchange(k kind, rank, root, elem int, op Op, p *Part) error {
 			return f
 		}
 		return nil
-	}
-	if recv, ok := c.slotRecv(k, rank, root, p); ok && c.slotFits(k, c.pieceWidth(k, p.Send, p), elem) {
-		if ok, err := c.reduceInSlot(k, rank, root, p.Send, recv, elem, op, p); ok {
-			return err
-		}
 	}
 	width := -1 // a small exchange: see join
 	if c.n <= exchangeEagerRanks && max(len(p.Send), len(p.Recv)) <= exchangeEager {
