@@ -140,8 +140,8 @@ func (c *Comm) litCopy(rank int, k kind, buf []byte, elem, root int) bool {
 // when the rank's own receive buffer says the root's would not fit the slot (a
 // Scatter of 4 ranks' 64-byte blocks, whose ranks came before the root, yielded at
 // every call: 0.64-0.75 -> 1.2-1.5 µs), and no longer once the episode of s is made
-// (by the root of a Scatter too long for the slot, or by another rank). Apart from
-// litCopy, whose call of a rank that finds the copy there builds no closure.
+// (by the root of a Scatter too long for the slot, or by another rank). It is a
+// function of its own so that a rank that finds the copy there builds no closure.
 func (c *Comm) awaitLit(r *ringSlot, s uint64, k kind, n int) bool {
 	if k.scatters() && c.n*n > litMax {
 		return false
